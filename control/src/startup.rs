@@ -1,0 +1,1 @@
+//! MPA startup state machines. (being written)

@@ -1,0 +1,1 @@
+//! RDMAP (RFC 5040). (being written)

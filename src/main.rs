@@ -1,0 +1,6 @@
+//! `iwarp`: the appliance command line.
+#![forbid(unsafe_code)]
+
+fn main() {
+    println!("iwarp: being written");
+}
