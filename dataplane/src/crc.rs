@@ -71,7 +71,9 @@ impl Default for Crc32c {
 
 impl std::fmt::Debug for Crc32c {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Crc32c").field("value", &self.finish()).finish()
+        f.debug_struct("Crc32c")
+            .field("value", &self.finish())
+            .finish()
     }
 }
 

@@ -448,26 +448,22 @@ fn check_fpdu(
             });
         }
     }
-    let head = (layout.header - layout.start) as usize + ULPDU_LENGTH_LEN;
-    if !layout.has_inner_markers() {
-        return Ok((UlpduAt::Wire(head..head + layout.ulpdu_len), crc));
+    let range = layout.ulpdu_wire_range();
+    if range.len() == layout.ulpdu_len {
+        return Ok((UlpduAt::Wire(range), crc));
     }
     // Copy the ULPDU out from between the markers.
     scratch.clear();
-    let mut pos = layout.header + ULPDU_LENGTH_LEN as u64;
-    let mut i = head;
-    let mut left = layout.ulpdu_len;
-    while left > 0 {
+    let mut i = range.start;
+    while i < range.end {
+        let pos = layout.start + i as u64;
         if is_marker_position(pos) {
-            pos += MARKER_LEN as u64;
             i += MARKER_LEN;
             continue;
         }
-        let run = ((MARKER_INTERVAL - pos % MARKER_INTERVAL) as usize).min(left);
+        let run = ((MARKER_INTERVAL - pos % MARKER_INTERVAL) as usize).min(range.end - i);
         scratch.extend_from_slice(&wire[i..i + run]);
         i += run;
-        pos += run as u64;
-        left -= run;
     }
     Ok((UlpduAt::Scratch, crc))
 }
@@ -498,7 +494,9 @@ mod tests {
     use super::super::fpdu::Framer;
     use super::*;
 
-    fn collect(d: &mut Deframer, data: &[u8]) -> (Vec<(u64, Vec<u8>)>, Result<(), DeframeError>) {
+    type Delivered = Vec<(u64, Vec<u8>)>;
+
+    fn collect(d: &mut Deframer, data: &[u8]) -> (Delivered, Result<(), DeframeError>) {
         let mut got = Vec::new();
         let r = d.push(data, |f| got.push((f.stream_offset, f.ulpdu.to_vec())));
         (got, r)

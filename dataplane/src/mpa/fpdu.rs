@@ -176,17 +176,26 @@ impl FpduLayout {
         }
     }
 
-    /// Whether any marker sits inside the ULPDU_Length/ULPDU/PAD/CRC octets
-    /// (so the ULPDU is not contiguous on the wire).
-    pub fn has_inner_markers(&self) -> bool {
-        let content = fpdu_len_without_markers(self.ulpdu_len);
-        self.wire_len - (self.header - self.start) as usize != content
+    /// Where the ULPDU sits, as offsets from `start`; when a marker falls inside the ULPDU
+    /// the range is longer than `ulpdu_len` and holds the marker(s) too.
+    pub fn ulpdu_wire_range(&self) -> std::ops::Range<usize> {
+        let first = content_to_wire(self.header, ULPDU_LENGTH_LEN, self.markers);
+        let end = if self.ulpdu_len == 0 {
+            first
+        } else {
+            content_to_wire(
+                self.header,
+                ULPDU_LENGTH_LEN + self.ulpdu_len - 1,
+                self.markers,
+            ) + 1
+        };
+        (first - self.start) as usize..(end - self.start) as usize
     }
 }
 
-/// Wire position of content octet `index` of an FPDU whose ULPDU_Length field is at `header`,
-/// skipping the markers that sit among the content octets.
-fn content_to_wire(header: u64, index: usize, markers: bool) -> u64 {
+/// Wire position of content octet `index` of an FPDU whose ULPDU_Length field is at `header`
+/// (content octets: ULPDU_Length, ULPDU, PAD, CRC), skipping the markers among them.
+pub(crate) fn content_to_wire(header: u64, index: usize, markers: bool) -> u64 {
     if !markers {
         return header + index as u64;
     }
@@ -446,7 +455,7 @@ mod tests {
         assert_eq!(l.wire_len, 52);
         assert_eq!(l.marker_positions().collect::<Vec<_>>(), vec![512]);
         assert_eq!(l.fpduptr_at(512), 20);
-        assert!(l.has_inner_markers());
+        assert_eq!(l.ulpdu_wire_range(), 2..48);
         // An FPDU whose PAD ends right at a marker: the marker is covered by the CRC.
         // Header at 468: ULPDU_Length, ULPDU and PAD (44 octets) end at 512.
         let l = FpduLayout::new(468, 42, true);
