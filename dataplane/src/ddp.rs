@@ -181,25 +181,13 @@ pub struct TaggedHeader {
 impl TaggedHeader {
     /// Encodes the 14 header octets (Rsvd = 0, DV = 1).
     pub fn to_bytes(&self) -> [u8; TAGGED_HEADER_LEN] {
-        let c = DdpControl::new(true, self.last).to_byte();
-        let [s0, s1, s2, s3] = self.stag.to_be_bytes();
-        let [t0, t1, t2, t3, t4, t5, t6, t7] = self.to.to_be_bytes();
-        [
-            c,
-            self.rsvd_ulp,
-            s0,
-            s1,
-            s2,
-            s3,
-            t0,
-            t1,
-            t2,
-            t3,
-            t4,
-            t5,
-            t6,
-            t7,
-        ]
+        let mut a = [0u8; TAGGED_HEADER_LEN];
+        let (ctrl, rest) = a.split_at_mut(2);
+        let (stag, to) = rest.split_at_mut(4);
+        ctrl.copy_from_slice(&[DdpControl::new(true, self.last).to_byte(), self.rsvd_ulp]);
+        stag.copy_from_slice(&self.stag.to_be_bytes());
+        to.copy_from_slice(&self.to.to_be_bytes());
+        a
     }
 
     /// Decodes 14 header octets. The caller has checked T and (if it wants to) DV; this
@@ -237,31 +225,17 @@ pub struct UntaggedHeader {
 impl UntaggedHeader {
     /// Encodes the 18 header octets (Rsvd = 0, DV = 1).
     pub fn to_bytes(&self) -> [u8; UNTAGGED_HEADER_LEN] {
-        let c = DdpControl::new(false, self.last).to_byte();
-        let [r0, r1, r2, r3] = self.rsvd_ulp2.to_be_bytes();
-        let [q0, q1, q2, q3] = self.qn.to_be_bytes();
-        let [n0, n1, n2, n3] = self.msn.to_be_bytes();
-        let [o0, o1, o2, o3] = self.mo.to_be_bytes();
-        [
-            c,
-            self.rsvd_ulp,
-            r0,
-            r1,
-            r2,
-            r3,
-            q0,
-            q1,
-            q2,
-            q3,
-            n0,
-            n1,
-            n2,
-            n3,
-            o0,
-            o1,
-            o2,
-            o3,
-        ]
+        let mut a = [0u8; UNTAGGED_HEADER_LEN];
+        let (ctrl, rest) = a.split_at_mut(2);
+        let (rsvd_ulp2, rest) = rest.split_at_mut(4);
+        let (qn, rest) = rest.split_at_mut(4);
+        let (msn, mo) = rest.split_at_mut(4);
+        ctrl.copy_from_slice(&[DdpControl::new(false, self.last).to_byte(), self.rsvd_ulp]);
+        rsvd_ulp2.copy_from_slice(&self.rsvd_ulp2.to_be_bytes());
+        qn.copy_from_slice(&self.qn.to_be_bytes());
+        msn.copy_from_slice(&self.msn.to_be_bytes());
+        mo.copy_from_slice(&self.mo.to_be_bytes());
+        a
     }
 
     /// Decodes 18 header octets (see [`TaggedHeader::from_array`]).

@@ -8,7 +8,7 @@
 //! ```
 //!
 //! and the opcode fixes the DDP buffer model and, for untagged messages, the queue
-//! (RFC 5040 section 4.2 and section 5):
+//! (RFC 5040 section 4.2, RDMA Message Definitions):
 //!
 //! | opcode | message                          | DDP model, queue           |
 //! |--------|----------------------------------|----------------------------|
@@ -33,7 +33,8 @@
 //!   [`Segment`]; every [`RdmapParseError`] names the Terminate error the receiver reports
 //!   ([`RdmapParseError::term_error`]) and can build that Terminate
 //!   ([`RdmapParseError::terminate`]).
-//! * [`ReadRequest`], the 28-octet RDMA Read Request header (RFC 5040 section 4.4).
+//! * [`ReadRequest`], the 28-octet RDMA Read Request header (RFC 5040 section 4,
+//!   RDMA Read Request Header).
 //! * [`Terminate`], the Terminate header (RFC 5040 section 4.8), and [`terminate_ulpdu`].
 //! * [`TermError`]: every error layer/type/code of RFC 5040 section 7 (RDMAP), RFC 5041
 //!   section 7 (DDP) and the LLP (MPA, RFC 5044 section 8 and RFC 6581 section 8).
@@ -62,7 +63,7 @@ pub const CTRL_RSVD_MASK: u8 = 0x30;
 /// The opcode bits of the RDMAP control field.
 pub const CTRL_OPCODE_MASK: u8 = 0x0F;
 
-/// Octets of the RDMA Read Request header (RFC 5040 section 4.4).
+/// Octets of the RDMA Read Request header (RFC 5040 section 4, RDMA Read Request Header).
 pub const READ_REQUEST_LEN: usize = 28;
 /// Octets of the Terminate Control field (RFC 5040 section 4.8).
 pub const TERMINATE_CONTROL_LEN: usize = 4;
@@ -311,7 +312,7 @@ pub fn untagged_header(
 // ---------------------------------------------------------------------------------------
 
 /// The RDMA Read Request header, the 28-octet payload of an RDMA Read Request message
-/// (RFC 5040 section 4.4):
+/// (RFC 5040 section 4, RDMA Read Request Header):
 ///
 /// ```text
 /// Data Sink STag (4) | Data Sink Tagged Offset (8) | RDMA Read Message Size (4) |
@@ -620,7 +621,8 @@ pub enum TermError {
     Ddp(DdpError),
     /// Layer 0x2, error type 0x0: MPA (RFC 5044 section 8, RFC 6581 section 8).
     Llp(MpaErrorCode),
-    /// A triplet no RFC defines, kept as received.
+    /// A triplet no RFC defines, kept as received. Only the low four bits of `layer`
+    /// and `etype` go on the wire.
     Unknown {
         /// The Layer nibble.
         layer: u8,
@@ -1118,7 +1120,7 @@ impl fmt::Display for Terminate {
 }
 
 /// A complete Terminate ULPDU: an untagged DDP segment on QN 2 with the given MSN, MO 0,
-/// L = 1, RDMAP opcode Terminate, and `term` as payload (RFC 5040 section 4.8 and 5).
+/// L = 1, RDMAP opcode Terminate, and `term` as payload (RFC 5040 section 4.8).
 pub fn terminate_ulpdu(term: &Terminate, msn: u32) -> Vec<u8> {
     let header = UntaggedHeader {
         last: true,
