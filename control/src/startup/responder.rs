@@ -672,7 +672,7 @@ impl Responder {
         let mut rx_next_msn = QueueMsns::default();
         let mut rtr_bytes = Vec::new();
         let rtr = match class {
-            Ulpdu::ZeroLengthWrite { .. } if accepted_types.contains(RtrType::Write) => {
+            Ulpdu::ZeroLengthWrite if accepted_types.contains(RtrType::Write) => {
                 Some(RtrType::Write)
             }
             Ulpdu::ZeroLengthSend { msn: 1 } if accepted_types.contains(RtrType::Send) => {
