@@ -515,7 +515,8 @@ mod tests {
     }
 
     #[test]
-    fn byte_at_a_time_with_markers() {
+    /// RFC 5044 section 6: receivers MUST NOT depend on FPDU alignment with segments.
+    fn receiver_does_not_depend_on_segment_alignment() {
         let mode = FpduMode {
             markers: true,
             crc: true,
@@ -537,7 +538,9 @@ mod tests {
     }
 
     #[test]
-    fn crc_error_stops_the_half_connection() {
+    /// RFC 5044 section 8: once MPA delivers an error it MUST NOT deliver any additional FPDUs
+    /// on that half connection.
+    fn no_fpdu_delivered_after_an_error() {
         let mode = FpduMode::CRC_ONLY;
         let mut f = Framer::new(mode);
         let mut out = Vec::new();
@@ -558,7 +561,9 @@ mod tests {
     }
 
     #[test]
-    fn crc_off_accepts_any_crc_field() {
+    /// RFC 5044 7.1.1 (C): with CRCs not in use the CRC field MUST be considered valid
+    /// regardless of its contents.
+    fn crc_field_not_checked_when_crc_off() {
         let mode = FpduMode::default();
         let mut out = Vec::new();
         Framer::new(mode).frame(b"abc", &mut out).unwrap();
@@ -571,6 +576,7 @@ mod tests {
     }
 
     #[test]
+    /// RFC 5044 section 8, code 3: a marker and ULPDU_Length disagreeing on an FPDU start.
     fn marker_disagreeing_with_ulpdu_length_is_error_3() {
         // CRC off so that only the marker check can catch it.
         let mode = FpduMode {

@@ -487,6 +487,49 @@ mod tests {
         assert_eq!(out.len(), fpdu_len_without_markers(MAX_ULPDU_LEN));
     }
 
+    /// RFC 5044 7.1.2 rule 7: with markers on, the first octets sent are the marker
+    /// 0x00000000 followed by the FPDU's ULPDU_Length; with markers off, ULPDU_Length.
+    #[test]
+    fn first_octets_are_the_zero_marker_when_markers_on() {
+        let mut out = Vec::new();
+        let on = FpduMode {
+            markers: true,
+            crc: true,
+        };
+        Framer::new(on).frame(&[0xAB; 5], &mut out).unwrap();
+        assert_eq!(&out[..6], &[0, 0, 0, 0, 0, 5]);
+        out.clear();
+        Framer::new(FpduMode::CRC_ONLY)
+            .frame(&[0xAB; 5], &mut out)
+            .unwrap();
+        assert_eq!(&out[..2], &[0, 5]);
+    }
+
+    /// RFC 5044 section 4.3: every marker carries FPDUPTR back to its FPDU's header, all
+    /// markers of one FPDU point at the same header, and one between FPDUs carries 0.
+    #[test]
+    fn markers_every_512_octets_point_at_their_fpdu_header() {
+        let mode = FpduMode {
+            markers: true,
+            crc: false,
+        };
+        let mut f = Framer::new(mode);
+        let mut out = Vec::new();
+        f.frame(&[1u8; 1500], &mut out).unwrap(); // header at 4, markers at 0, 512, 1024
+        assert_eq!(&out[512..516], &[0, 0, 0x01, 0xFC]);
+        assert_eq!(&out[1024..1028], &[0, 0, 0x03, 0xFC]);
+        let end = out.len();
+        assert_eq!(end, 4 + 2 + 1500 + 2 + 4 + 8);
+        // Two small FPDUs to reach 1536 exactly, then one that starts at the marker.
+        let fill = 1536 - end - 6;
+        f.frame(&vec![2u8; fill], &mut out).unwrap();
+        assert_eq!(out.len(), 1536);
+        f.frame(&[3u8; 8], &mut out).unwrap();
+        assert_eq!(&out[1536..1542], &[0, 0, 0, 0, 0, 8]);
+    }
+
+    /// RFC 5044 7.1.1 (C) and section 4.4: the CRC field is present even when CRCs are
+    /// not in use (we send it as zero, as siw does).
     #[test]
     fn crc_off_sends_zero_crc_field() {
         let mut f = Framer::new(FpduMode {

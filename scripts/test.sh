@@ -1,0 +1,60 @@
+#!/usr/bin/env bash
+# The one test command: installs what the build needs, then checks formatting, lints and
+# runs every test of the workspace (unit, property, integration, the CLI, and bounded
+# fuzz-corpus runs), and builds the benchmarks and fuzz targets.
+#
+#   scripts/test.sh            everything
+#   FUZZ_SECONDS=60 scripts/test.sh   also run each cargo-fuzz target that long
+#                                     (needs a nightly toolchain and cargo-fuzz)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+step() { printf '\n==> %s\n' "$*"; }
+
+# Debian packages the build needs. Nothing in the workspace links DPDK yet; the C++
+# compiler builds libFuzzer for the fuzz crate.
+need_pkgs=()
+command -v cc >/dev/null || need_pkgs+=(gcc)
+command -v c++ >/dev/null || need_pkgs+=(g++)
+command -v pkg-config >/dev/null || need_pkgs+=(pkg-config)
+if [ ${#need_pkgs[@]} -gt 0 ]; then
+  step "installing ${need_pkgs[*]}"
+  if [ "$(id -u)" = 0 ]; then
+    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need_pkgs[@]}"
+  else
+    sudo apt-get update -qq && sudo DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need_pkgs[@]}"
+  fi
+fi
+if ! command -v cargo >/dev/null; then
+  echo "cargo not found: install a Rust toolchain (rustup) first" >&2
+  exit 1
+fi
+rustup component list --installed 2>/dev/null | grep -q rustfmt || rustup component add rustfmt clippy
+
+step "cargo fmt --check"
+cargo fmt --all -- --check
+
+step "cargo clippy --all-targets -D warnings"
+cargo clippy --workspace --all-targets -- -D warnings
+
+step "cargo test (workspace)"
+cargo test --workspace
+
+step "cargo doc (no broken links, every public item documented)"
+RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps --quiet
+
+step "benchmarks build"
+cargo bench --workspace --no-run --quiet
+
+step "fuzz targets build"
+cargo check --manifest-path fuzz/Cargo.toml --bins --quiet
+
+if [ "${FUZZ_SECONDS:-0}" -gt 0 ]; then
+  step "cargo fuzz, ${FUZZ_SECONDS}s per target"
+  command -v cargo-fuzz >/dev/null || cargo install cargo-fuzz --locked
+  for t in $(cargo +nightly fuzz list); do
+    cargo +nightly fuzz run "$t" -- -max_total_time="$FUZZ_SECONDS"
+  done
+fi
+
+step "all checks passed"
