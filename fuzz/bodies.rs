@@ -1,0 +1,65 @@
+//! The fuzz targets' bodies, shared by the cargo-fuzz targets in `fuzz_targets/` and by the
+//! bounded run inside the normal test suite (`tests/fuzz_smoke.rs`). Each takes arbitrary
+//! octets and panics only on a real defect.
+
+use dataplane::mpa::deframe::Deframer;
+use dataplane::mpa::fpdu::FpduMode;
+use dataplane::mpa::startup::{parse_with, Dialect, FrameKind, ParseOptions, Parsed};
+use dataplane::rdmap::{parse_segment, terminate_ulpdu, Terminate};
+
+/// MPA startup frame parser, in every dialect and expectation: whatever parses re-encodes
+/// to as many octets as it consumed.
+pub fn startup_frame(data: &[u8]) {
+    for dialect in [Dialect::Rfc6581, Dialect::Draft2010, Dialect::RtrFrame2007] {
+        for expected in [None, Some(FrameKind::Request), Some(FrameKind::Reply)] {
+            let mut opts = ParseOptions::new(expected);
+            opts.dialect = dialect;
+            if let Ok(Parsed::Frame { frame, consumed }) = parse_with(data, &opts) {
+                assert!(consumed <= data.len());
+                let again = frame.to_bytes(dialect).expect("a parsed frame re-encodes");
+                assert_eq!(again.len(), consumed);
+            }
+        }
+    }
+}
+
+/// The FPDU deframer (in order, in chunks the first octet chooses) and out-of-order
+/// recovery, in the FPDU mode the first octet chooses.
+pub fn deframer(data: &[u8]) {
+    let Some((&ctl, rest)) = data.split_first() else {
+        return;
+    };
+    let mode = FpduMode {
+        markers: ctl & 1 != 0,
+        crc: ctl & 2 != 0,
+    };
+    let origin = u64::from(ctl >> 2) * 4;
+    let chunk = usize::from(ctl % 61) + 1;
+    let mut d = Deframer::at_offset(mode, origin);
+    d.recover_out_of_order(origin + 1 + u64::from(ctl), rest, |f| {
+        assert!(f.ulpdu.len() <= f.wire_len);
+    });
+    let mut total = 0usize;
+    for c in rest.chunks(chunk) {
+        if d.push(c, |f| total += f.ulpdu.len()).is_err() {
+            break;
+        }
+    }
+    assert!(total <= rest.len());
+}
+
+/// The DDP/RDMAP segment parser and the Terminate decoders: a parse error that names a
+/// Terminate yields one that encodes into a parseable Terminate message.
+pub fn ddp_rdmap(data: &[u8]) {
+    match parse_segment(data) {
+        Ok(seg) => assert!(seg.payload.len() <= data.len()),
+        Err(e) => {
+            if let Some(term) = e.terminate(data) {
+                let ulpdu = terminate_ulpdu(&term, 1);
+                assert!(parse_segment(&ulpdu).is_ok(), "{term:?}");
+            }
+        }
+    }
+    let _ = Terminate::decode(data);
+    let _ = Terminate::decode_lenient(data);
+}
