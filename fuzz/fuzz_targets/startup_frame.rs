@@ -2,6 +2,7 @@
 #![no_main]
 
 #[path = "../bodies.rs"]
+#[allow(dead_code)] // each target uses one of the bodies
 mod bodies;
 
 libfuzzer_sys::fuzz_target!(|data: &[u8]| bodies::startup_frame(data));
