@@ -248,17 +248,8 @@ impl Deframer {
         F: FnMut(Fpdu<'_>),
     {
         match check_fpdu(self.mode, layout, wire, &mut self.scratch) {
-            Ok((range, crc)) => {
-                let ulpdu = match range {
-                    UlpduAt::Wire(r) => &wire[r],
-                    UlpduAt::Scratch => &self.scratch[..],
-                };
-                deliver(Fpdu {
-                    stream_offset: layout.start,
-                    ulpdu,
-                    wire_len: layout.wire_len,
-                    crc,
-                });
+            Ok(fpdu) => {
+                deliver(fpdu);
                 self.pos = layout.end();
                 Ok(())
             }
@@ -334,17 +325,8 @@ impl Deframer {
             }
             let wire = &seg[from..from + layout.wire_len];
             match check_fpdu(self.mode, &layout, wire, &mut self.scratch) {
-                Ok((at, crc)) => {
-                    let ulpdu = match at {
-                        UlpduAt::Wire(r) => &wire[r],
-                        UlpduAt::Scratch => &self.scratch[..],
-                    };
-                    deliver(Fpdu {
-                        stream_offset: layout.start,
-                        ulpdu,
-                        wire_len: layout.wire_len,
-                        crc,
-                    });
+                Ok(fpdu) => {
+                    deliver(fpdu);
                     delivered += 1;
                     cursor = Some(layout.end());
                     // Markers inside the FPDU just delivered need no second look.
@@ -400,20 +382,21 @@ fn read_layout(start: u64, buf: &[u8], markers: bool) -> Option<FpduLayout> {
     ))
 }
 
-enum UlpduAt {
-    Wire(std::ops::Range<usize>),
-    Scratch,
-}
-
 /// Checks one complete FPDU (`wire`, exactly `layout.wire_len` octets): CRC first, then
-/// markers (RFC 5044 section 8: error 3 applies to FPDUs whose CRC is valid). On success
-/// says where the ULPDU is: in `wire` or, when markers had to be stripped, in `scratch`.
-fn check_fpdu(
+/// markers (RFC 5044 section 8: error 3 applies to FPDUs whose CRC is valid). The ULPDU
+/// it returns lies in `wire` or, when markers had to be stripped from it, in `scratch`.
+fn check_fpdu<'a>(
     mode: FpduMode,
     layout: &FpduLayout,
-    wire: &[u8],
-    scratch: &mut Vec<u8>,
-) -> Result<(UlpduAt, CrcCheck), DeframeError> {
+    wire: &'a [u8],
+    scratch: &'a mut Vec<u8>,
+) -> Result<Fpdu<'a>, DeframeError> {
+    let fpdu = |ulpdu, crc| Fpdu {
+        stream_offset: layout.start,
+        ulpdu,
+        wire_len: layout.wire_len,
+        crc,
+    };
     debug_assert_eq!(wire.len(), layout.wire_len);
     let crc = if mode.crc {
         let computed = crc::crc32c(&wire[..layout.crc_coverage]);
@@ -432,7 +415,7 @@ fn check_fpdu(
     };
     if !mode.markers {
         let h = ULPDU_LENGTH_LEN;
-        return Ok((UlpduAt::Wire(h..h + layout.ulpdu_len), crc));
+        return Ok(fpdu(&wire[h..h + layout.ulpdu_len], crc));
     }
     for m in layout.marker_positions() {
         let at = (m - layout.start) as usize;
@@ -450,7 +433,7 @@ fn check_fpdu(
     }
     let range = layout.ulpdu_wire_range();
     if range.len() == layout.ulpdu_len {
-        return Ok((UlpduAt::Wire(range), crc));
+        return Ok(fpdu(&wire[range], crc));
     }
     // Copy the ULPDU out from between the markers.
     scratch.clear();
@@ -465,7 +448,7 @@ fn check_fpdu(
         scratch.extend_from_slice(&wire[i..i + run]);
         i += run;
     }
-    Ok((UlpduAt::Scratch, crc))
+    Ok(fpdu(&scratch[..], crc))
 }
 
 /// The four octets of an FPDU's CRC field, which a marker may split when the marker origin
