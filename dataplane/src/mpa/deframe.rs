@@ -18,8 +18,8 @@
 //! once the gap is filled and checks them again; DDP tells them apart by stream position.
 
 use super::fpdu::{
-    is_marker_position, FpduLayout, FpduMode, CRC_LEN, MARKER_INTERVAL, MARKER_LEN,
-    ULPDU_LENGTH_LEN,
+    content_to_wire, fpdu_len_without_markers, is_marker_position, FpduLayout, FpduMode, CRC_LEN,
+    MARKER_INTERVAL, MARKER_LEN, ULPDU_LENGTH_LEN,
 };
 use super::MpaErrorCode;
 use crate::crc;
@@ -340,44 +340,29 @@ impl Deframer {
     }
 }
 
+/// Offset from `start` of content octet `index` (ULPDU_Length is octets 0 and 1) of an FPDU
+/// that starts at stream position `start`, its markers skipped.
+fn content_offset(start: u64, index: usize, markers: bool) -> usize {
+    let header = if markers && is_marker_position(start) {
+        start + MARKER_LEN as u64
+    } else {
+        start
+    };
+    (content_to_wire(header, index, markers) - start) as usize
+}
+
 /// Octets from an FPDU start at `start` up to and including its ULPDU_Length field.
 fn header_octets_needed(start: u64, markers: bool) -> usize {
-    let mut pos = start;
-    let mut need = 0usize;
-    let mut left = ULPDU_LENGTH_LEN;
-    while left > 0 {
-        if markers && is_marker_position(pos) {
-            pos += MARKER_LEN as u64;
-            need += MARKER_LEN;
-        } else {
-            pos += 1;
-            need += 1;
-            left -= 1;
-        }
-    }
-    need
+    content_offset(start, ULPDU_LENGTH_LEN - 1, markers) + 1
 }
 
 /// Reads ULPDU_Length from the first octets `buf` of an FPDU starting at `start`.
 fn read_layout(start: u64, buf: &[u8], markers: bool) -> Option<FpduLayout> {
-    let mut len = [0u8; ULPDU_LENGTH_LEN];
-    let mut got = 0;
-    let mut pos = start;
-    let mut i = 0usize;
-    while got < ULPDU_LENGTH_LEN {
-        if markers && is_marker_position(pos) {
-            pos += MARKER_LEN as u64;
-            i += MARKER_LEN;
-            continue;
-        }
-        len[got] = *buf.get(i)?;
-        got += 1;
-        pos += 1;
-        i += 1;
-    }
+    let hi = *buf.get(content_offset(start, 0, markers))?;
+    let lo = *buf.get(content_offset(start, 1, markers))?;
     Some(FpduLayout::new(
         start,
-        usize::from(u16::from_be_bytes(len)),
+        usize::from(u16::from_be_bytes([hi, lo])),
         markers,
     ))
 }
@@ -454,20 +439,10 @@ fn check_fpdu<'a>(
 /// The four octets of an FPDU's CRC field, which a marker may split when the marker origin
 /// is not four-octet aligned with the FPDU.
 fn crc_field(layout: &FpduLayout, wire: &[u8]) -> [u8; CRC_LEN] {
+    let first = fpdu_len_without_markers(layout.ulpdu_len) - CRC_LEN;
     let mut field = [0u8; CRC_LEN];
-    let mut pos = layout.start + layout.crc_coverage as u64;
-    let mut i = layout.crc_coverage;
-    let mut got = 0;
-    while got < CRC_LEN {
-        if layout.markers && is_marker_position(pos) {
-            pos += MARKER_LEN as u64;
-            i += MARKER_LEN;
-            continue;
-        }
-        field[got] = wire[i];
-        got += 1;
-        i += 1;
-        pos += 1;
+    for (i, octet) in field.iter_mut().enumerate() {
+        *octet = wire[content_offset(layout.start, first + i, layout.markers)];
     }
     field
 }
