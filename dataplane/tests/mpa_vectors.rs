@@ -155,3 +155,20 @@ fn siw_send_fpdu_without_crc() {
     expected.extend_from_slice(&[0, 0, 0, 0]); // 36 octets: no PAD; CRC field zero
     assert_eq!(out, expected);
 }
+
+#[test]
+fn rfc_control_bytes_parse_as_sends_and_draft_bytes_do_not() {
+    use dataplane::rdmap::{parse_segment, Body, Opcode};
+    let ulpdu = send_ulpdu([0x41, 0x43], 2);
+    let seg = parse_segment(&ulpdu).unwrap();
+    assert_eq!(seg.opcode, Opcode::Send);
+    assert!(seg.last());
+    match seg.body {
+        Body::Send { data, .. } => assert_eq!(data, &[0u8; 24]),
+        other => panic!("not a Send body: {other:?}"),
+    }
+    // The draft's `40 03` is DDP version 0 with RDMAP version 0: an untagged buffer error
+    // (invalid DDP version) for an RFC 5041 receiver.
+    let err = parse_segment(&send_ulpdu([0x40, 0x03], 1)).unwrap_err();
+    assert_eq!(err.term_error().map(|t| t.triple()), Some((1, 2, 6)));
+}
