@@ -14,7 +14,10 @@
 //!
 //! and drains [`Output`]s with `poll_output()`: octets to write to TCP, in order
 //! ([`Output::Send`]), a request to close TCP ([`Output::Close`]) and [`Event`]s for the
-//! consumer. A successful startup ends with [`Event::Established`], which hands over
+//! consumer. Once a machine has finished (established, rejected, failed), it ignores further
+//! input: octets that arrive after [`Event::Established`] belong to the dataplane, which
+//! continues from [`Established::rx_pending`]. A successful startup ends with
+//! [`Event::Established`], which hands over
 //! everything the dataplane needs to continue exactly where the machine stopped: the
 //! per-direction [`FpduMode`], the transmit and receive stream positions (markers count
 //! from the first octet after each side's last startup frame), the received FPDU-mode
@@ -464,8 +467,11 @@ pub enum ApiError {
     },
     /// IRD or ORD above 0x3FFF.
     IrdOrdTooLarge,
-    /// Peer-to-peer needs the enhanced format and at least one RTR type (RFC 6581 9.2).
+    /// Peer-to-peer needs the enhanced format (or the 2007 dialect's S bit).
     PeerToPeerNeedsEnhanced,
+    /// No RTR type configured: a peer-to-peer Initiator offers at least one, and an
+    /// enhanced Responder "MUST support at least one RTR indication option" (RFC 6581 9.2).
+    NoRtrTypes,
     /// An accepted Rev range that does not contain 1 (RFC 6581 6: "A host accepting MPA
     /// connections MUST continue to accept MPA Requests with version one").
     MustAcceptRev1,

@@ -452,7 +452,7 @@ fn initiator_sends_exactly_one_negotiated_rtr_of_each_type() {
         // The Responder consumed the RTR and handed over the message that followed.
         let re = run.r_est();
         assert_eq!(re.rtr, Some(t));
-        let msgs = ulpdus_at(re.deframer(), &re.rx_pending);
+        let msgs = ulpdus_at(re.deframer(), &run.r_rx_stream());
         assert_eq!(msgs, vec![send_ulpdu(ie.tx_next_msn.send, FIRST_MESSAGE)]);
         if t == RtrType::Read {
             // The Responder answered the Read RTR with a zero-length Read Response.

@@ -132,7 +132,7 @@ impl InitiatorConfig {
                     // B/C/D = 0 for client-server.
                     _ if self.peer_to_peer => {
                         if self.rtr_types.is_empty() {
-                            return Err(ApiError::PeerToPeerNeedsEnhanced);
+                            return Err(ApiError::NoRtrTypes);
                         }
                         EnhancedData::peer_to_peer(self.ird, self.ord, self.rtr_types)
                     }
@@ -291,7 +291,8 @@ impl Initiator {
         }
     }
 
-    /// Octets received from TCP.
+    /// Octets received from TCP. Once the machine has finished (after [`Event::Established`]
+    /// in particular) octets are ignored: they belong to the dataplane.
     pub fn on_data(&mut self, data: &[u8], _now: Instant) {
         match self.state {
             State::WaitingReply { .. } => {

@@ -90,7 +90,7 @@ impl ResponderConfig {
             return Err(ApiError::IrdOrdTooLarge);
         }
         if self.effective_rtr_types().is_empty() {
-            return Err(ApiError::PeerToPeerNeedsEnhanced);
+            return Err(ApiError::NoRtrTypes);
         }
         Ok(())
     }
@@ -277,7 +277,8 @@ impl Responder {
         self.fail_close(error);
     }
 
-    /// Octets received from TCP.
+    /// Octets received from TCP. Once the machine has finished (after [`Event::Established`]
+    /// in particular) octets are ignored: they belong to the dataplane.
     pub fn on_data(&mut self, data: &[u8], _now: Instant) {
         if data.is_empty() {
             return;

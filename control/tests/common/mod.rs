@@ -113,6 +113,10 @@ pub struct Run {
     /// Octets the Initiator's dataplane sent after its Established (client-server: the
     /// first ULP message; peer-to-peer: one message after the RTR).
     pub i_dataplane_tx: Vec<u8>,
+    /// Octets that reached the Responder's dataplane after the machine finished.
+    pub r_dataplane_rx: Vec<u8>,
+    /// Octets that reached the Initiator's dataplane after the machine finished.
+    pub i_dataplane_rx: Vec<u8>,
 }
 
 impl Run {
@@ -121,6 +125,13 @@ impl Run {
     }
     pub fn r_est(&self) -> &Established {
         established(&self.r_out).expect("responder established")
+    }
+    /// Everything the Responder's dataplane receives: the handed-over octets, then those
+    /// that arrived after the machine finished.
+    pub fn r_rx_stream(&self) -> Vec<u8> {
+        let mut v = self.r_est().rx_pending.clone();
+        v.extend_from_slice(&self.r_dataplane_rx);
+        v
     }
 }
 
@@ -163,7 +174,12 @@ pub fn run_pair(
         if !to_r.is_empty() {
             progress = true;
             for piece in split(&std::mem::take(&mut to_r)) {
-                r.on_data(&piece, now);
+                // Once the machine is finished, octets belong to the dataplane.
+                if r.state() == control::startup::ResponderState::Finished {
+                    run.r_dataplane_rx.extend_from_slice(&piece);
+                } else {
+                    r.on_data(&piece, now);
+                }
             }
         }
         let outs = drain_r(&mut r);
@@ -183,7 +199,11 @@ pub fn run_pair(
         if !to_i.is_empty() {
             progress = true;
             for piece in split(&std::mem::take(&mut to_i)) {
-                i.on_data(&piece, now);
+                if i.state() == control::startup::InitiatorState::Finished {
+                    run.i_dataplane_rx.extend_from_slice(&piece);
+                } else {
+                    i.on_data(&piece, now);
+                }
             }
         }
         if !progress {
