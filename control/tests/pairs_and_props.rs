@@ -478,3 +478,39 @@ proptest! {
         prop_assert_eq!((&w.reply, w.tx_mode, w.ird_ord), (&e.reply, e.tx_mode, e.ird_ord));
     }
 }
+
+#[test]
+fn draft2010_initiator_sends_term_2_0_7_when_no_offered_type_is_accepted() {
+    let cfg = InitiatorConfig {
+        dialect: Dialect::Draft2010,
+        peer_to_peer: true,
+        rtr_types: RtrTypes::NONE.with(RtrType::Write),
+        crc: false,
+        ..InitiatorConfig::default()
+    };
+    let mut i = Initiator::new(cfg, Instant::now()).unwrap();
+    drain_i(&mut i);
+    // Draft layout: A (0x8000 of the IRD half) = Send only.
+    i.on_data(
+        &frame(&REPLY_KEY, "10 02 00 04 80 01 00 01"),
+        Instant::now(),
+    );
+    let outs = drain_i(&mut i);
+    let u = ulpdus(control::startup::FpduMode::default(), &sent(&outs));
+    let seg = dataplane::rdmap::parse_segment(&u[0]).unwrap();
+    assert!(matches!(
+        seg.body,
+        dataplane::rdmap::Body::Terminate { terminate, .. } if terminate.error.triple() == (2, 0, 7)
+    ));
+    assert!(closes(&outs));
+}
+
+#[test]
+fn rtr_frame_2007_initiator_without_s_sends_no_rtr_frame() {
+    let (mut i, r) = rtr2007(false);
+    i.peer_to_peer = false;
+    let run = run_pair(i, r, AcceptParams::default(), &mut whole);
+    check_run(&run);
+    assert_eq!(sent(&run.i_out).len(), 20);
+    assert_eq!(sent(&run.r_out)[16] & 0x10, 0, "no S in the Reply");
+}
