@@ -11,12 +11,15 @@ cd "$(dirname "$0")/.."
 
 step() { printf '\n==> %s\n' "$*"; }
 
-# Debian packages the build needs. Nothing in the workspace links DPDK yet; the C++
-# compiler builds libFuzzer for the fuzz crate.
+# Debian packages the build needs. dpdk-sys binds DPDK 22.11 (libdpdk-dev, found through
+# pkg-config) with bindgen (libclang-dev); the C++ compiler builds libFuzzer for the fuzz
+# crate.
 need_pkgs=()
 command -v cc >/dev/null || need_pkgs+=(gcc)
 command -v c++ >/dev/null || need_pkgs+=(g++)
 command -v pkg-config >/dev/null || need_pkgs+=(pkg-config)
+pkg-config --exists libdpdk 2>/dev/null || need_pkgs+=(libdpdk-dev)
+dpkg -s libclang-dev >/dev/null 2>&1 || need_pkgs+=(libclang-dev)
 if [ ${#need_pkgs[@]} -gt 0 ]; then
   step "installing ${need_pkgs[*]}"
   if [ "$(id -u)" = 0 ]; then
