@@ -1,0 +1,421 @@
+//! A sans-IO, MPA-aware TCP connection engine (RFC 9293) for the iWARP dataplane.
+//!
+//! `smoltcp`'s socket cannot cut segments at FPDU boundaries, report EMSS, retransmit on
+//! record boundaries or run with sub-millisecond timers, so this module implements TCP on
+//! `smoltcp`'s wire types only ([`TcpRepr`], [`TcpSeqNumber`], `TcpControl`,
+//! `TcpTimestampRepr`). It owns no sockets, threads or clocks: time comes in as
+//! [`Instant`] arguments and segments go in and out as [`TcpRepr`] values. Ethernet, ARP
+//! and IP live in the port loop that wraps it; [`segment_to_bytes`] and
+//! [`segment_from_bytes`] do the TCP header and checksum.
+//!
+//! # Model
+//!
+//! * [`Listener`] answers a SYN with a [`Connection`] in SYN-RECEIVED (passive open);
+//!   [`Connection::connect`] makes one in SYN-SENT (active open).
+//! * [`Connection::on_segment`] takes an arriving segment; [`Connection::poll_transmit`]
+//!   runs due timers and emits segments; [`Connection::poll_at`] says when to call it next;
+//!   [`Connection::poll_event`] returns [`Event`]s.
+//! * [`Connection::send_fpdu`] queues one *record* (an FPDU from
+//!   [`Framer`](crate::mpa::fpdu::Framer), or an MPA Request/Reply frame before FPDU mode).
+//!   [`Connection::recv`] hands out in-order octets with their stream offset for the
+//!   [`Deframer`](crate::mpa::deframe::Deframer); [`Connection::recv_out_of_order`] hands out
+//!   segments that arrived ahead of a gap (for MPA marker-based recovery).
+//!
+//! # What is implemented, by RFC
+//!
+//! * RFC 9293: the full state machine (active, passive and simultaneous open, both FIN
+//!   handshakes, CLOSING, TIME-WAIT of 2 MSL, CLOSE-WAIT, LAST-ACK), segment acceptability,
+//!   RST generation ([`reset_for`]), window management with sender and receiver SWS
+//!   avoidance (3.8.6.2), never shrinking the offered window, delayed ACKs (3.8.6.3),
+//!   persist timer with zero-window probes (3.8.6.1).
+//! * RFC 5961: RST with an in-window but inexact sequence number and SYN in a synchronized
+//!   state get a (rate-limited) challenge ACK; ACK validation against MAX.SND.WND.
+//! * RFC 6528: ISNs from [`IsnGenerator`] (keyed SipHash over the 4-tuple plus a 4 µs clock).
+//! * RFC 9293 3.7.1 / RFC 7323 / RFC 2018: MSS, window scaling, timestamps with PAWS,
+//!   SACK-permitted; SACK blocks generated on receive.
+//! * RFC 6298: RTO in microseconds with Karn's rule (one timed segment at a time; any
+//!   retransmission cancels the measurement), exponential backoff, configurable floor and
+//!   ceiling.
+//! * RFC 5681 / RFC 3465 / RFC 6582: slow start with byte counting, congestion avoidance,
+//!   fast retransmit on three duplicate ACKs and NewReno fast recovery with partial ACKs.
+//! * RFC 5044 section 5.3 (draft section 5.3), MPA-aware TCP: see below.
+//!
+//! # MPA-aware transmit
+//!
+//! The send queue is made of records. A new segment starts at a record boundary and
+//! packs as many whole records as fit in EMSS and the send and congestion windows. A
+//! record is split only when it is larger than EMSS, or when the peer's window cannot take
+//! it and nothing is in flight (sender SWS rule: usable window at least half the largest
+//! window the peer offered) or the persist timer fired with a non-zero window (override).
+//! Retransmissions (after RTO or fast retransmit) restart at the boundary of the record
+//! holding SND.UNA, and pack whole records again. [`Stats`] counts segments that held only
+//! whole records separately for new data and retransmissions. Zero-window probes are
+//! pure ACKs with `SEQ = SND.UNA - 1` (they carry no data, so no record is split for
+//! them). There is no Nagle algorithm (iWARP sends every FPDU at once).
+//!
+//! Data segments never carry SACK blocks, so their TCP header size, and thus EMSS (and
+//! MPA's MULPDU), stays fixed for the connection; SACK blocks go out on pure ACKs.
+//!
+//! # Not done yet
+//!
+//! * SACK-based loss recovery on transmit (RFC 6675 scoreboard): received SACK blocks are
+//!   ignored by the sender, which recovers with NewReno.
+//! * Limited transmit (RFC 3042), keep-alives, ECN, urgent data, RTT samples from
+//!   timestamps (RTT is measured with Karn's timed segment; TSval ticks are
+//!   [`Config::ts_tick`]), PMTU discovery, IPv6.
+//! * Data carried in a SYN is not taken (it is not acknowledged, so the peer resends it).
+
+mod conn;
+mod isn;
+mod recv;
+mod rtt;
+mod send;
+mod seq;
+
+#[cfg(test)]
+mod harness;
+#[cfg(test)]
+mod tests;
+
+pub use conn::Connection;
+pub use isn::IsnGenerator;
+pub use rtt::RttEstimator;
+
+use smoltcp::phy::ChecksumCapabilities;
+use smoltcp::time::{Duration, Instant};
+use smoltcp::wire::{IpAddress, Ipv4Address, TcpControl, TcpPacket, TcpRepr, TcpSeqNumber};
+
+/// The 4-tuple that names a connection (RFC 9293 section 3.3.1 "socket pair").
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct FourTuple {
+    /// Our IPv4 address.
+    pub local_addr: Ipv4Address,
+    /// Our port.
+    pub local_port: u16,
+    /// The peer's IPv4 address.
+    pub remote_addr: Ipv4Address,
+    /// The peer's port.
+    pub remote_port: u16,
+}
+
+impl FourTuple {
+    /// The same pair seen from the other end.
+    pub fn reversed(&self) -> FourTuple {
+        FourTuple {
+            local_addr: self.remote_addr,
+            local_port: self.remote_port,
+            remote_addr: self.local_addr,
+            remote_port: self.local_port,
+        }
+    }
+}
+
+/// Connection states (RFC 9293 section 3.3.2).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum State {
+    /// No connection (also the end state).
+    Closed,
+    /// Waiting for a SYN (a [`Listener`] plays this role; a [`Connection`] is never in it).
+    Listen,
+    /// SYN sent, waiting for a matching SYN (active open).
+    SynSent,
+    /// SYN received and SYN,ACK sent, waiting for the ACK.
+    SynReceived,
+    /// Data flows both ways.
+    Established,
+    /// FIN sent (after our data), waiting for its ACK or the peer's FIN.
+    FinWait1,
+    /// Our FIN is acknowledged, waiting for the peer's FIN.
+    FinWait2,
+    /// The peer's FIN arrived; we may still send.
+    CloseWait,
+    /// Both FINs crossed; waiting for the ACK of ours.
+    Closing,
+    /// Our FIN follows the peer's; waiting for its ACK.
+    LastAck,
+    /// Both sides closed; waiting 2 MSL for stray segments.
+    TimeWait,
+}
+
+/// Something the connection reports to its user ([`Connection::poll_event`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Event {
+    /// The three-way handshake completed (ESTABLISHED reached; RFC 9293 3.5).
+    Established,
+    /// The peer's FIN arrived in order: no more data will come (RFC 9293 3.6). MPA treats
+    /// this as error 1 if FPDUs are still expected.
+    PeerClosed,
+    /// The peer reset the connection with an acceptable RST (RFC 9293 3.10.7, RFC 5961).
+    Reset,
+    /// Retransmissions were exhausted ([`Config::max_retries`] / [`Config::syn_retries`];
+    /// RFC 9293 3.8.3 R2).
+    TimedOut,
+    /// The connection is CLOSED; it can be dropped. Always the last event.
+    Closed,
+}
+
+/// Why [`Connection::send_fpdu`] refused a record.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SendError {
+    /// The connection does not accept data (closing, closed; RFC 9293 3.10.2 SEND).
+    NotOpen,
+    /// The send queue would exceed [`Config::send_buffer`].
+    Full,
+    /// Empty records are not queued.
+    Empty,
+}
+
+impl std::fmt::Display for SendError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            SendError::NotOpen => "connection closing or closed",
+            SendError::Full => "send queue full",
+            SendError::Empty => "empty record",
+        })
+    }
+}
+
+impl std::error::Error for SendError {}
+
+/// Tunables of one connection. `Default` suits a data-centre link to a Linux peer.
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// IP MTU of the path; our MSS is `mtu - 40` (RFC 9293 3.7.1, RFC 879).
+    pub mtu: usize,
+    /// Receive buffer in octets: the largest window offered (RFC 9293 3.8.6). Window
+    /// scaling (RFC 7323) is sized from it.
+    pub recv_buffer: usize,
+    /// Most octets queued by [`Connection::send_fpdu`] and not yet acknowledged.
+    pub send_buffer: usize,
+    /// Offer window scaling (RFC 7323 section 2).
+    pub window_scaling: bool,
+    /// Offer timestamps (RFC 7323 section 3) and use PAWS (section 5).
+    pub timestamps: bool,
+    /// Offer SACK (RFC 2018): SACK-permitted and SACK blocks in ACKs.
+    pub sack: bool,
+    /// RTO before any RTT sample (RFC 6298 2.1; 1 s).
+    pub rto_initial: Duration,
+    /// RTO floor (RFC 6298 2.4 says 1 s; data centres and the in-memory link use far less).
+    pub rto_min: Duration,
+    /// RTO ceiling (RFC 6298 2.5; at least 60 s).
+    pub rto_max: Duration,
+    /// Maximum segment lifetime; TIME-WAIT lasts 2 MSL (RFC 9293 3.4.2).
+    pub msl: Duration,
+    /// Delayed-ACK timer (RFC 9293 3.8.6.3: under 0.5 s); zero disables delaying.
+    pub delayed_ack: Duration,
+    /// Acknowledge at least every this many full segments (RFC 5681 4.2: 2).
+    pub ack_every: u32,
+    /// Initial cwnd in segments of EMSS (RFC 6928 allows 10).
+    pub initial_cwnd_segments: u32,
+    /// SYN retransmissions before giving up with [`Event::TimedOut`].
+    pub syn_retries: u32,
+    /// Data retransmissions (consecutive RTOs) before giving up with [`Event::TimedOut`].
+    pub max_retries: u32,
+    /// Timestamp clock period (RFC 7323 5.4: 1 ms to 1 s).
+    pub ts_tick: Duration,
+    /// Challenge ACKs per second per connection (RFC 5961 section 7).
+    pub challenge_ack_limit: u32,
+    /// Keep segments that arrive ahead of a gap for [`Connection::recv_out_of_order`].
+    pub report_out_of_order: bool,
+    /// Most out-of-order blocks held; more fragmented input is dropped.
+    pub max_ooo_blocks: usize,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            mtu: 1500,
+            recv_buffer: 256 * 1024,
+            send_buffer: 1024 * 1024,
+            window_scaling: true,
+            timestamps: true,
+            sack: true,
+            rto_initial: Duration::from_secs(1),
+            rto_min: Duration::from_millis(200),
+            rto_max: Duration::from_secs(60),
+            msl: Duration::from_secs(30),
+            delayed_ack: Duration::from_micros(200),
+            ack_every: 2,
+            initial_cwnd_segments: 10,
+            syn_retries: 6,
+            max_retries: 15,
+            ts_tick: Duration::from_millis(1),
+            challenge_ack_limit: 1000,
+            report_out_of_order: false,
+            max_ooo_blocks: 64,
+        }
+    }
+}
+
+/// Counters of one connection.
+///
+/// `new_segments_whole` / `new_segments_split` and `rtx_segments_whole` /
+/// `rtx_segments_split` classify every data-carrying segment: *whole* means it started at
+/// a record (FPDU) boundary and held only whole records (RFC 5044 5.3). Zero-window probes
+/// carry no data and are counted apart.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Stats {
+    /// Segments emitted (all kinds).
+    pub segments_sent: u64,
+    /// Segments taken by [`Connection::on_segment`] (or [`Connection::accept`]).
+    pub segments_received: u64,
+    /// Arriving segments dropped (unacceptable, wrong ports, failed checks).
+    pub segments_dropped: u64,
+    /// New-data segments holding whole records only.
+    pub new_segments_whole: u64,
+    /// New-data segments that split a record.
+    pub new_segments_split: u64,
+    /// Retransmitted segments holding whole records only.
+    pub rtx_segments_whole: u64,
+    /// Retransmitted segments that split a record.
+    pub rtx_segments_split: u64,
+    /// Payload octets sent, retransmissions included.
+    pub octets_sent: u64,
+    /// Payload octets retransmitted.
+    pub retransmitted_octets: u64,
+    /// SYN or SYN,ACK retransmissions.
+    pub syn_retransmits: u64,
+    /// Retransmission timeouts.
+    pub timeouts: u64,
+    /// Fast retransmits (RFC 5681 3.2).
+    pub fast_retransmits: u64,
+    /// Duplicate ACKs received.
+    pub dupacks_received: u64,
+    /// Zero-window probes sent.
+    pub zero_window_probes: u64,
+    /// Challenge ACKs sent (RFC 5961).
+    pub challenge_acks: u64,
+    /// RSTs sent.
+    pub resets_sent: u64,
+    /// Segments rejected by PAWS (RFC 7323 5).
+    pub paws_rejected: u64,
+    /// Segments that arrived out of order.
+    pub out_of_order_segments: u64,
+    /// Segments whose data was all received before.
+    pub duplicate_segments: u64,
+}
+
+/// The RST to answer a segment that belongs to no connection (RFC 9293 section 3.10.7.1,
+/// CLOSED state): `<SEQ=SEG.ACK><CTL=RST>` if it had an ACK, else
+/// `<SEQ=0><ACK=SEG.SEQ+SEG.LEN><CTL=RST,ACK>`. `None` for an incoming RST.
+pub fn reset_for(repr: &TcpRepr) -> Option<TcpRepr<'static>> {
+    if repr.control == TcpControl::Rst {
+        return None;
+    }
+    let mut rst = TcpRepr {
+        src_port: repr.dst_port,
+        dst_port: repr.src_port,
+        control: TcpControl::Rst,
+        seq_number: TcpSeqNumber(0),
+        ack_number: None,
+        window_len: 0,
+        window_scale: None,
+        max_seg_size: None,
+        sack_permitted: false,
+        sack_ranges: [None; 3],
+        timestamp: None,
+        payload: &[],
+    };
+    match repr.ack_number {
+        Some(ack) => rst.seq_number = ack,
+        None => {
+            let len = repr.payload.len() + repr.control.len();
+            rst.ack_number = Some(seq::seq_at(repr.seq_number, len as u64));
+        }
+    }
+    Some(rst)
+}
+
+/// What a [`Listener`] does with an arriving segment.
+#[derive(Debug)]
+pub enum Accepted {
+    /// A SYN: a new connection in SYN-RECEIVED (its SYN,ACK goes out on its first
+    /// [`Connection::poll_transmit`]).
+    Connection(Box<Connection>),
+    /// Answer with this RST (an ACK to a listener; RFC 9293 3.10.7.2).
+    Reset(TcpRepr<'static>),
+    /// Drop it (a RST, or anything else).
+    Drop,
+}
+
+/// A passive open on one local address and port (RFC 9293 3.10.7.2, LISTEN state).
+#[derive(Debug, Clone)]
+pub struct Listener {
+    cfg: Config,
+    isn: IsnGenerator,
+    local_addr: Ipv4Address,
+    local_port: u16,
+}
+
+impl Listener {
+    /// Listens on `local_addr:local_port`; each accepted connection gets a copy of `cfg`.
+    pub fn new(cfg: Config, isn: IsnGenerator, local_addr: Ipv4Address, local_port: u16) -> Self {
+        Listener {
+            cfg,
+            isn,
+            local_addr,
+            local_port,
+        }
+    }
+
+    /// The local port.
+    pub fn port(&self) -> u16 {
+        self.local_port
+    }
+
+    /// Handles a segment from `remote_addr` that matched no connection but this port
+    /// (RFC 9293 3.10.7.2): RST is dropped, an ACK gets `<SEQ=SEG.ACK><CTL=RST>`, a SYN
+    /// makes a connection, anything else is dropped.
+    pub fn on_segment(&self, now: Instant, remote_addr: Ipv4Address, repr: &TcpRepr) -> Accepted {
+        if repr.dst_port != self.local_port || repr.control == TcpControl::Rst {
+            return Accepted::Drop;
+        }
+        if repr.ack_number.is_some() {
+            return reset_for(repr).map_or(Accepted::Drop, Accepted::Reset);
+        }
+        if repr.control != TcpControl::Syn {
+            return Accepted::Drop;
+        }
+        let tuple = FourTuple {
+            local_addr: self.local_addr,
+            local_port: self.local_port,
+            remote_addr,
+            remote_port: repr.src_port,
+        };
+        match Connection::accept(self.cfg.clone(), tuple, &self.isn, now, repr) {
+            Some(c) => Accepted::Connection(Box::new(c)),
+            None => Accepted::Drop,
+        }
+    }
+}
+
+/// Serializes `repr` (header, options, `repr.payload`) as a TCP segment from
+/// `tuple.local_*` to `tuple.remote_*`, checksum included, appending it to `out`.
+pub fn segment_to_bytes(tuple: &FourTuple, repr: &TcpRepr, out: &mut Vec<u8>) {
+    let start = out.len();
+    out.resize(start + repr.buffer_len(), 0);
+    let mut packet = TcpPacket::new_unchecked(&mut out[start..]);
+    repr.emit(
+        &mut packet,
+        &IpAddress::Ipv4(tuple.local_addr),
+        &IpAddress::Ipv4(tuple.remote_addr),
+        &ChecksumCapabilities::default(),
+    );
+}
+
+/// Parses a TCP segment sent from `src` to `dst`, checking its length, options and
+/// checksum. `None` for anything malformed (never panics).
+pub fn segment_from_bytes<'a>(
+    src: Ipv4Address,
+    dst: Ipv4Address,
+    bytes: &'a [u8],
+) -> Option<TcpRepr<'a>> {
+    let packet = TcpPacket::new_checked(bytes).ok()?;
+    TcpRepr::parse(
+        &packet,
+        &IpAddress::Ipv4(src),
+        &IpAddress::Ipv4(dst),
+        &ChecksumCapabilities::default(),
+    )
+    .ok()
+}

@@ -1,0 +1,318 @@
+//! The receive buffer: in-order octets waiting for the consumer, out-of-order octets
+//! waiting for the gap before them (RFC 9293 section 3.10.7.4 "seventh, process the
+//! segment text"), and the SACK blocks that describe them (RFC 2018 section 4).
+
+use std::collections::{BTreeMap, VecDeque};
+
+/// What one insertion did.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) struct Inserted {
+    /// Octets by which the in-order point (RCV.NXT) advanced.
+    pub advanced: u64,
+    /// The segment started beyond the in-order point (out of order).
+    pub out_of_order: bool,
+    /// Every octet of the segment was already held (duplicate).
+    pub duplicate: bool,
+    /// Out-of-order octets were present before and the in-order point moved into them
+    /// (a hole was filled).
+    pub filled_hole: bool,
+}
+
+/// Receive-side reassembly for one connection. Offsets are stream offsets (octet 0 is the
+/// first octet after the SYN).
+#[derive(Debug, Clone)]
+pub(crate) struct RecvBuffer {
+    /// In-order octets not yet taken by the consumer; the first is at `read_off`.
+    ready: VecDeque<u8>,
+    read_off: u64,
+    /// Out-of-order blocks, disjoint and not adjacent, all beyond `nxt()`.
+    ooo: BTreeMap<u64, Vec<u8>>,
+    ooo_bytes: usize,
+    max_blocks: usize,
+    /// Stream offsets of the most recently received out-of-order segments, newest first
+    /// (RFC 2018: the first SACK block reports the most recent segment).
+    recent: VecDeque<u64>,
+    /// Out-of-order segments not yet reported to the consumer.
+    reports: VecDeque<(u64, Vec<u8>)>,
+    report_bytes: usize,
+    report: bool,
+    report_limit: usize,
+}
+
+impl RecvBuffer {
+    pub fn new(max_blocks: usize, report: bool, report_limit: usize) -> Self {
+        RecvBuffer {
+            ready: VecDeque::new(),
+            read_off: 0,
+            ooo: BTreeMap::new(),
+            ooo_bytes: 0,
+            max_blocks: max_blocks.max(1),
+            recent: VecDeque::new(),
+            reports: VecDeque::new(),
+            report_bytes: 0,
+            report,
+            report_limit,
+        }
+    }
+
+    /// The next expected stream offset (RCV.NXT as a stream offset).
+    pub fn nxt(&self) -> u64 {
+        self.read_off + self.ready.len() as u64
+    }
+
+    /// In-order octets waiting for the consumer.
+    pub fn ready_len(&self) -> usize {
+        self.ready.len()
+    }
+
+    /// Out-of-order octets held.
+    pub fn ooo_bytes(&self) -> usize {
+        self.ooo_bytes
+    }
+
+    /// Stores `data` found at stream offset `off`. The caller has trimmed it to the receive
+    /// window.
+    pub fn insert(&mut self, off: u64, data: &[u8]) -> Inserted {
+        let mut res = Inserted::default();
+        let nxt = self.nxt();
+        let end = off + data.len() as u64;
+        if data.is_empty() {
+            return res;
+        }
+        if end <= nxt {
+            res.duplicate = true;
+            return res;
+        }
+        if off <= nxt {
+            let had_ooo = !self.ooo.is_empty();
+            self.ready.extend(&data[(nxt - off) as usize..]);
+            self.pull_ooo();
+            res.advanced = self.nxt() - nxt;
+            res.filled_hole = had_ooo && self.nxt() > end;
+            return res;
+        }
+        res.out_of_order = true;
+        // Pieces of [off, end) not yet held.
+        let mut pieces: Vec<(u64, u64)> = Vec::new();
+        let mut pos = off;
+        if let Some((&s, v)) = self.ooo.range(..=off).next_back() {
+            pos = pos.max(s + v.len() as u64);
+        }
+        for (&s, v) in self.ooo.range(off..end) {
+            if s > pos {
+                pieces.push((pos, s));
+            }
+            pos = pos.max(s + v.len() as u64);
+        }
+        if pos < end {
+            pieces.push((pos, end));
+        }
+        if pieces.is_empty() {
+            res.duplicate = true;
+            self.note_recent(off);
+            return res;
+        }
+        if self.ooo.len() + pieces.len() > self.max_blocks + 1 {
+            // Too fragmented: drop the segment, the peer will send it again (bounds the
+            // work a hostile peer can cause).
+            return Inserted::default();
+        }
+        for &(a, b) in &pieces {
+            let piece = data[(a - off) as usize..(b - off) as usize].to_vec();
+            self.ooo_bytes += piece.len();
+            self.ooo.insert(a, piece);
+        }
+        self.coalesce(off, end);
+        if self.ooo.len() > self.max_blocks {
+            // Still too many blocks: forget the highest one (never the one just added
+            // unless it is the highest; either way data is only re-requested, not lost).
+            if let Some((&s, _)) = self.ooo.iter().next_back() {
+                if let Some(v) = self.ooo.remove(&s) {
+                    self.ooo_bytes -= v.len();
+                }
+            }
+        }
+        self.note_recent(off);
+        if self.report && self.report_bytes + data.len() <= self.report_limit {
+            self.report_bytes += data.len();
+            self.reports.push_back((off, data.to_vec()));
+        }
+        res
+    }
+
+    fn note_recent(&mut self, off: u64) {
+        self.recent.retain(|&o| o != off);
+        self.recent.push_front(off);
+        self.recent.truncate(8);
+    }
+
+    /// Merges the blocks overlapping or touching `[lo, hi)` into one.
+    fn coalesce(&mut self, lo: u64, hi: u64) {
+        let first = self
+            .ooo
+            .range(..=lo)
+            .next_back()
+            .filter(|(s, v)| **s + v.len() as u64 >= lo)
+            .map(|(s, _)| *s)
+            .unwrap_or(lo);
+        let keys: Vec<u64> = self.ooo.range(first..=hi).map(|(s, _)| *s).collect();
+        if keys.len() < 2 {
+            return;
+        }
+        let mut merged: Vec<u8> = Vec::new();
+        let start = keys[0];
+        for k in keys {
+            if let Some(v) = self.ooo.remove(&k) {
+                let at = (k - start) as usize;
+                if at >= merged.len() {
+                    merged.extend_from_slice(&v);
+                } else if at + v.len() > merged.len() {
+                    let skip = merged.len() - at;
+                    merged.extend_from_slice(&v[skip..]);
+                }
+            }
+        }
+        self.ooo.insert(start, merged);
+    }
+
+    /// Moves out-of-order blocks that now touch the in-order point into `ready`.
+    fn pull_ooo(&mut self) {
+        loop {
+            let nxt = self.nxt();
+            let Some((&s, _)) = self.ooo.iter().next() else {
+                break;
+            };
+            if s > nxt {
+                break;
+            }
+            let Some(v) = self.ooo.remove(&s) else {
+                break;
+            };
+            self.ooo_bytes -= v.len();
+            let skip = (nxt - s) as usize;
+            if skip < v.len() {
+                self.ready.extend(&v[skip..]);
+            }
+        }
+        let nxt = self.nxt();
+        self.recent.retain(|&o| o > nxt);
+        // Reports about octets now in order are stale only for the consumer's purposes if
+        // it already got them in order; keep them: MPA ignores offsets below its position.
+    }
+
+    /// Hands the in-order octets to `f` (in at most two slices) and releases them.
+    /// Returns how many octets were handed out.
+    pub fn drain(&mut self, max: usize, mut f: impl FnMut(u64, &[u8])) -> usize {
+        let n = self.ready.len().min(max);
+        if n == 0 {
+            return 0;
+        }
+        let (a, b) = self.ready.as_slices();
+        let a_n = a.len().min(n);
+        f(self.read_off, &a[..a_n]);
+        if n > a_n {
+            f(self.read_off + a_n as u64, &b[..n - a_n]);
+        }
+        self.ready.drain(..n);
+        self.read_off += n as u64;
+        n
+    }
+
+    /// Hands every not-yet-reported out-of-order segment to `f`.
+    pub fn drain_reports(&mut self, mut f: impl FnMut(u64, &[u8])) -> usize {
+        let mut n = 0;
+        while let Some((off, data)) = self.reports.pop_front() {
+            self.report_bytes -= data.len();
+            f(off, &data);
+            n += 1;
+        }
+        n
+    }
+
+    /// Up to `max` SACK blocks `[start, end)` in stream offsets, the block holding the most
+    /// recently received segment first (RFC 2018 section 4).
+    pub fn sack_blocks(&self, max: usize) -> Vec<(u64, u64)> {
+        let mut out: Vec<(u64, u64)> = Vec::new();
+        for &o in &self.recent {
+            if out.len() >= max {
+                break;
+            }
+            if let Some((&s, v)) = self.ooo.range(..=o).next_back() {
+                let e = s + v.len() as u64;
+                if o < e && !out.contains(&(s, e)) {
+                    out.push((s, e));
+                }
+            }
+        }
+        for (&s, v) in &self.ooo {
+            if out.len() >= max {
+                break;
+            }
+            let b = (s, s + v.len() as u64);
+            if !out.contains(&b) {
+                out.push(b);
+            }
+        }
+        out
+    }
+
+    /// Drops everything (connection reset).
+    pub fn clear(&mut self) {
+        self.read_off = self.nxt();
+        self.ready.clear();
+        self.ooo.clear();
+        self.ooo_bytes = 0;
+        self.recent.clear();
+        self.reports.clear();
+        self.report_bytes = 0;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn bytes(off: u64, n: usize) -> Vec<u8> {
+        (off..off + n as u64).map(|x| x as u8).collect()
+    }
+
+    #[test]
+    fn reassembles_and_sacks() {
+        let mut r = RecvBuffer::new(8, true, 1 << 20);
+        let i = r.insert(10, &bytes(10, 5));
+        assert!(i.out_of_order);
+        assert_eq!(r.sack_blocks(3), vec![(10, 15)]);
+        r.insert(20, &bytes(20, 5));
+        assert_eq!(r.sack_blocks(3), vec![(20, 25), (10, 15)]);
+        // Bridge the two blocks.
+        r.insert(13, &bytes(13, 9));
+        assert_eq!(r.sack_blocks(3), vec![(10, 25)]);
+        assert_eq!(r.ooo_bytes(), 15);
+        let d = r.insert(12, &bytes(12, 3));
+        assert_eq!(r.ooo_bytes(), 15, "{d:?}");
+        let i = r.insert(0, &bytes(0, 10));
+        assert_eq!(i.advanced, 25);
+        assert!(i.filled_hole);
+        assert!(r.sack_blocks(3).is_empty());
+        let mut got = Vec::new();
+        r.drain(usize::MAX, |off, d| {
+            assert_eq!(off as usize, got.len());
+            got.extend_from_slice(d)
+        });
+        assert_eq!(got, bytes(0, 25));
+        assert!(r.insert(5, &bytes(5, 10)).duplicate);
+        let mut reports = Vec::new();
+        r.drain_reports(|o, d| reports.push((o, d.len())));
+        assert_eq!(reports, vec![(10, 5), (20, 5), (13, 9)]);
+    }
+
+    #[test]
+    fn bounded_blocks() {
+        let mut r = RecvBuffer::new(4, false, 0);
+        for k in 0..20u64 {
+            r.insert(10 + k * 10, &[1, 2, 3]);
+        }
+        assert!(r.sack_blocks(10).len() <= 4);
+        assert!(r.ooo_bytes() <= 4 * 3);
+    }
+}
