@@ -558,7 +558,10 @@ impl StartupFrame {
             if self.kind == FrameKind::Rtr {
                 return Err(EncodeError::NotInDialect);
             }
-            if self.flags.s != self.enhanced.is_some() {
+            // Below Rev 2, S is one of RFC 5044's reserved bits: sent as given (a decoded
+            // Rev 1 frame with S set re-encodes to the same octets) and never announces
+            // the enhanced word.
+            if self.rev >= REV_2 && self.flags.s != self.enhanced.is_some() {
                 return Err(EncodeError::SBitMismatch);
             }
             if self.enhanced.is_some() && self.rev < REV_2 {
@@ -1206,6 +1209,16 @@ mod tests {
         g.flags.s = true;
         assert_eq!(g.encode(&mut out), Err(EncodeError::SBitMismatch));
         assert_eq!(g.to_bytes(Dialect::RtrFrame2007).unwrap().len(), 20);
+        // Found by cargo fuzz: a Rev 1 Request with S set (a reserved bit below Rev 2)
+        // parses without enhanced data and must re-encode to the same octets.
+        let mut crash = REQUEST_KEY.to_vec();
+        crash.extend_from_slice(&[0x71, 0x01, 0x00, 0x03, 0xc3, 0x93, 0x2f]);
+        let Ok(Parsed::Frame { frame, consumed }) = parse(&crash, None) else {
+            panic!("the Rev 1 frame with S parses");
+        };
+        assert_eq!(frame.enhanced, None);
+        assert_eq!(consumed, crash.len());
+        assert_eq!(frame.to_bytes(Dialect::Rfc6581).unwrap(), crash);
         assert_eq!(
             StartupFrame::new(FrameKind::Rtr, 1).to_bytes(Dialect::Rfc6581),
             Err(EncodeError::NotInDialect)
