@@ -9,7 +9,7 @@ use smoltcp::wire::{TcpControl, TcpRepr, TcpSeqNumber, TcpTimestampRepr};
 use super::isn::IsnGenerator;
 use super::recv::RecvBuffer;
 use super::rtt::RttEstimator;
-use super::send::SendQueue;
+use super::send::{HoleRule, SendQueue};
 use super::seq::{off_of, seq_at, seq_diff, ts_lt};
 use super::{Config, Event, FourTuple, SendError, State, Stats};
 
@@ -60,7 +60,8 @@ enum Kind {
     Syn,
     /// Data and/or FIN.
     Data {
-        /// 0 new data, 1 go-back-N retransmission after RTO, 2 fast retransmission.
+        /// 0 new data, 1 go-back-N retransmission after RTO, 2 fast retransmission of the
+        /// first unacknowledged record, 3 SACK-recovery retransmission (RFC 6675 NextSeg).
         mode: u8,
     },
     /// Zero-window probe: a pure ACK with SEQ = SND.UNA - 1, which the peer must answer.
@@ -72,6 +73,7 @@ enum Kind {
 const MODE_NEW: u8 = 0;
 const MODE_GOBACK: u8 = 1;
 const MODE_FAST: u8 = 2;
+const MODE_SACK: u8 = 3;
 
 /// A planned outgoing segment.
 #[derive(Debug, Clone, Copy)]
@@ -168,6 +170,8 @@ pub struct Connection {
     in_recovery: bool,
     recover: u64,
     fast_rtx_pending: bool,
+    /// RFC 6675 `pipe` during SACK-based loss recovery, octets.
+    pipe: u64,
 
     // ---- misc ----
     pending_rst: Option<(TcpSeqNumber, Option<TcpSeqNumber>)>,
@@ -248,6 +252,7 @@ impl Connection {
             in_recovery: false,
             recover: 0,
             fast_rtx_pending: false,
+            pipe: 0,
             pending_rst: None,
             challenge_window_start: now,
             challenge_count: 0,
@@ -416,6 +421,11 @@ impl Connection {
         self.events.pop_front()
     }
 
+    /// `d` microseconds from now.
+    fn after(&self, d: u64) -> u64 {
+        self.now.saturating_add(d)
+    }
+
     fn synchronized(&self) -> bool {
         !matches!(
             self.state,
@@ -493,7 +503,9 @@ impl Connection {
     pub fn close(&mut self) {
         match self.state {
             State::SynSent => self.enter_closed(None),
-            State::SynReceived | State::Established => {
+            // RFC 9293 3.10.4: in SYN-RECEIVED the FIN waits for ESTABLISHED.
+            State::SynReceived => self.fin_queued = true,
+            State::Established => {
                 self.fin_queued = true;
                 self.state = State::FinWait1;
             }
@@ -774,7 +786,12 @@ impl Connection {
         let ack_off = self.snd_una as i64 + ack_rel;
         if self.state == State::SynReceived {
             if ack_rel > 0 && ack_off as u64 <= self.snd_max {
-                self.state = State::Established;
+                // A close() in SYN-RECEIVED takes effect now (RFC 9293 3.10.4).
+                self.state = if self.fin_queued {
+                    State::FinWait1
+                } else {
+                    State::Established
+                };
                 self.events.push_back(Event::Established);
                 self.snd_una = ack_off as u64;
                 if self.snd_nxt < self.snd_una {
@@ -888,7 +905,7 @@ impl Connection {
         if is_fin && self.state == State::TimeWait {
             // A retransmitted FIN: acknowledge it and restart the 2 MSL timeout.
             self.ack = AckState::Now;
-            self.time_wait_deadline = Some(self.now + 2 * dur_us(self.cfg.msl));
+            self.time_wait_deadline = Some(self.after(dur_us(self.cfg.msl).saturating_mul(2)));
         }
         self.maybe_consume_fin();
     }
@@ -929,7 +946,7 @@ impl Connection {
         self.state = State::TimeWait;
         self.rtx_deadline = None;
         self.persist_deadline = None;
-        self.time_wait_deadline = Some(self.now + 2 * dur_us(self.cfg.msl));
+        self.time_wait_deadline = Some(self.after(dur_us(self.cfg.msl).saturating_mul(2)));
     }
 
     /// An immediate ACK for an out-of-order, duplicate or unacceptable segment.
@@ -947,7 +964,7 @@ impl Connection {
         {
             self.ack = AckState::Now;
         } else if self.ack == AckState::Idle {
-            self.ack = AckState::Delayed(self.now + dur_us(self.cfg.delayed_ack));
+            self.ack = AckState::Delayed(self.after(dur_us(self.cfg.delayed_ack)));
         }
     }
 
@@ -981,6 +998,12 @@ impl Connection {
         pure: bool,
     ) {
         let smss = self.emss as u64;
+        let use_sack = self.sack_ok;
+        let newly_sacked = if use_sack {
+            self.absorb_sack_blocks(repr)
+        } else {
+            0
+        };
         if ack_off > self.snd_una {
             let acked = ack_off - self.snd_una;
             self.snd_una = ack_off;
@@ -999,16 +1022,25 @@ impl Connection {
             self.rtx_deadline = if self.snd_una >= self.snd_max {
                 None
             } else {
-                Some(self.now + self.rtt.rto())
+                Some(self.after(self.rtt.rto()))
             };
             if self.in_recovery {
                 if ack_off >= self.recover {
-                    // Full acknowledgment (RFC 6582 3.2 step 3).
-                    let flight = self.snd_max - self.snd_una;
-                    self.cwnd = self.ssthresh.min(flight.max(smss) + smss);
+                    if use_sack {
+                        // RFC 6675 section 5: recovery ends; continue from ssthresh.
+                        self.cwnd = self.ssthresh.max(smss);
+                        self.sendq.clear_rtx();
+                    } else {
+                        // Full acknowledgment (RFC 6582 3.2 step 3).
+                        let flight = self.snd_max - self.snd_una;
+                        self.cwnd = self.ssthresh.min(flight.max(smss) + smss);
+                    }
                     self.in_recovery = false;
                     self.dupacks = 0;
                     self.fast_rtx_pending = false;
+                    self.pipe = 0;
+                } else if use_sack {
+                    // RFC 6675: no cwnd deflation; pipe is recomputed below.
                 } else {
                     // Partial acknowledgment (step 4): retransmit the first unacknowledged
                     // record, deflate cwnd.
@@ -1041,8 +1073,10 @@ impl Connection {
             self.dupacks += 1;
             self.stats.dupacks_received += 1;
             if self.in_recovery {
-                self.cwnd += smss;
-            } else if self.dupacks == 3 && ack_off > self.recover {
+                if !use_sack {
+                    self.cwnd += smss;
+                }
+            } else if !use_sack && self.dupacks == 3 && ack_off > self.recover {
                 // Fast retransmit (RFC 6582 3.2 step 2).
                 let flight = self.snd_max - self.snd_una;
                 self.ssthresh = (flight / 2).max(2 * smss);
@@ -1052,6 +1086,29 @@ impl Connection {
                 self.fast_rtx_pending = true;
                 self.rtt_timed = None;
                 self.stats.fast_retransmits += 1;
+            }
+        }
+        if use_sack {
+            let (una, high) = self.scoreboard_range();
+            if !self.in_recovery
+                && self.snd_max > self.snd_una
+                && ack_off > self.recover
+                && (self.dupacks >= 3
+                    || (newly_sacked > 0 && self.sendq.first_is_lost(una, high, smss)))
+            {
+                // Enter SACK-based loss recovery (RFC 6675 section 5, steps 4.1-4.3).
+                let flight = self.snd_max - self.snd_una;
+                self.recover = self.snd_max;
+                self.ssthresh = (flight / 2).max(2 * smss);
+                self.cwnd = self.ssthresh;
+                self.in_recovery = true;
+                self.sendq.clear_rtx();
+                self.fast_rtx_pending = true;
+                self.rtt_timed = None;
+                self.stats.fast_retransmits += 1;
+            }
+            if self.in_recovery {
+                self.pipe = self.sendq.pipe(una, high, smss);
             }
         }
         // Window update (RFC 9293 3.10.7.4: SND.WL1/SND.WL2 rule).
@@ -1066,6 +1123,37 @@ impl Connection {
                 self.persist_backoff = 0;
             }
         }
+    }
+
+    /// Stream offsets `[SND.UNA, SND.MAX)` restricted to data (no SYN, no FIN): the range
+    /// the SACK scoreboard covers.
+    fn scoreboard_range(&self) -> (u64, u64) {
+        let end = self.sendq.end();
+        (
+            self.snd_una.saturating_sub(1).min(end),
+            self.snd_max.saturating_sub(1).min(end),
+        )
+    }
+
+    /// Marks the records the peer's SACK blocks cover (RFC 2018, RFC 6675 "Update()").
+    /// Blocks at or below SND.UNA (D-SACK, RFC 2883) or beyond SND.MAX are ignored.
+    fn absorb_sack_blocks(&mut self, repr: &TcpRepr) -> u64 {
+        let una_seq = seq_at(self.iss, self.snd_una);
+        let mut newly = 0;
+        for (l, r) in repr.sack_ranges.iter().flatten() {
+            let dl = seq_diff(TcpSeqNumber(*l as i32), una_seq);
+            let dr = seq_diff(TcpSeqNumber(*r as i32), una_seq);
+            if dl < 0 || dr <= dl {
+                continue;
+            }
+            let (lo, hi) = (self.snd_una + dl as u64, self.snd_una + dr as u64);
+            if hi > self.snd_max || lo == 0 {
+                continue;
+            }
+            let end = self.sendq.end();
+            newly += self.sendq.mark_sacked((lo - 1).min(end), (hi - 1).min(end));
+        }
+        newly
     }
 
     // ------------------------------------------------------------------ receive window
@@ -1157,6 +1245,9 @@ impl Connection {
             self.fast_rtx_pending = false;
             self.recover = self.snd_max;
             self.dupacks = 0;
+            self.pipe = 0;
+            // RFC 2018 section 8: after a timeout, SACK information is not trusted.
+            self.sendq.clear_sacked();
         }
         // Go back: resend from SND.UNA (from its record's start, see plan_data).
         self.snd_nxt = self.snd_una;
@@ -1221,7 +1312,7 @@ impl Connection {
                     .rto()
                     .saturating_mul(1 << shift)
                     .min(dur_us(self.cfg.rto_max));
-                self.persist_deadline = Some(self.now + t);
+                self.persist_deadline = Some(self.after(t));
             }
         } else {
             self.persist_deadline = None;
@@ -1306,6 +1397,17 @@ impl Connection {
                 return Some(o);
             }
         }
+        if self.in_recovery && self.sack_ok && self.snd_nxt >= self.snd_max {
+            // RFC 6675 NextSeg: rule 1 (lost holes), rule 2 (new data), rule 3 (other
+            // holes below SACKed data), each only while cwnd - pipe allows.
+            if let Some(o) = self.plan_sack_hole(HoleRule::Lost) {
+                return Some(o);
+            }
+            if let Some(o) = self.plan_range(self.snd_nxt, self.data_end(), MODE_NEW) {
+                return Some(o);
+            }
+            return self.plan_sack_hole(HoleRule::Unsacked);
+        }
         if self.snd_nxt < self.snd_max {
             self.plan_range(self.snd_nxt, self.snd_max, MODE_GOBACK)
         } else {
@@ -1313,8 +1415,37 @@ impl Connection {
         }
     }
 
+    /// A SACK-recovery retransmission of the first hole under `rule`, packing the records
+    /// of that hole (RFC 6675 NextSeg at record granularity, RFC 5044 5.3 boundaries).
+    fn plan_sack_hole(&self, rule: HoleRule) -> Option<Out> {
+        let smss = self.emss as u64;
+        let (una, high) = self.scoreboard_range();
+        let room = self.cwnd.saturating_sub(self.pipe);
+        if room == 0 {
+            return None;
+        }
+        let start = self.sendq.next_hole(una, high, smss, rule)?;
+        let plan = self.sendq.plan_hole(start, self.emss, high);
+        if plan.len == 0 || plan.len as u64 > room {
+            return None;
+        }
+        let end = plan.start + plan.len as u64;
+        Some(Out {
+            kind: Kind::Data { mode: MODE_SACK },
+            seq_off: plan.start + 1,
+            data_start: plan.start,
+            data_len: plan.len,
+            whole: plan.whole && self.sendq.is_boundary(end) && self.sendq.is_boundary(start),
+            fin: false,
+        })
+    }
+
     /// One segment from send offset `start`, not beyond `bound`, in `mode`.
     fn plan_range(&self, start: u64, bound: u64, mode: u8) -> Option<Out> {
+        if start == 0 {
+            // The SYN is not data; plan_next sends it.
+            return None;
+        }
         let data_end = self.data_end();
         let fin_sent = self.fin_queued && self.snd_max > data_end;
         let bound = bound.min(data_end);
@@ -1341,6 +1472,8 @@ impl Connection {
         let wnd_right = self.snd_una + self.snd_wnd;
         let cwnd_right = if mode == MODE_FAST {
             u64::MAX
+        } else if self.in_recovery && self.sack_ok {
+            start.saturating_add(self.cwnd.saturating_sub(self.pipe))
         } else {
             self.snd_una.saturating_add(self.cwnd)
         };
@@ -1451,7 +1584,7 @@ impl Connection {
                 self.snd_nxt = 1;
                 self.snd_max = self.snd_max.max(1);
                 if self.rtx_deadline.is_none() {
-                    self.rtx_deadline = Some(self.now + self.rtt.rto());
+                    self.rtx_deadline = Some(self.after(self.rtt.rto()));
                 }
                 self.stats.segments_sent += 1;
                 emit(&repr, &[]);
@@ -1497,8 +1630,14 @@ impl Connection {
                 if mode != MODE_NEW {
                     self.stats.retransmitted_octets += out.data_len as u64;
                 }
+                if self.in_recovery && self.sack_ok {
+                    if mode == MODE_FAST || mode == MODE_SACK {
+                        self.sendq.mark_rtx(out.data_start, out.data_len);
+                    }
+                    self.pipe += out.data_len as u64;
+                }
                 if self.rtx_deadline.is_none() {
-                    self.rtx_deadline = Some(self.now + self.rtt.rto());
+                    self.rtx_deadline = Some(self.after(self.rtt.rto()));
                 }
                 self.persist_force = false;
             }

@@ -36,8 +36,14 @@
 //! * RFC 6298: RTO in microseconds with Karn's rule (one timed segment at a time; any
 //!   retransmission cancels the measurement), exponential backoff, configurable floor and
 //!   ceiling.
-//! * RFC 5681 / RFC 3465 / RFC 6582: slow start with byte counting, congestion avoidance,
-//!   fast retransmit on three duplicate ACKs and NewReno fast recovery with partial ACKs.
+//! * RFC 5681 / RFC 3465: slow start with byte counting, congestion avoidance, one
+//!   immediate duplicate ACK per out-of-order segment (even when a burst of segments is
+//!   processed before the next transmit).
+//! * RFC 6675 (when SACK is negotiated): a per-record scoreboard fed by the peer's SACK
+//!   blocks, IsLost (DupThresh 3: more than 2 SMSS or 3 records SACKed above), pipe,
+//!   NextSeg rules 1-3 at record granularity; recovery ends at RecoveryPoint; the
+//!   scoreboard is dropped on RTO (RFC 2018 section 8). Without SACK, RFC 6582 NewReno:
+//!   fast retransmit on three duplicate ACKs, partial ACKs retransmit the next hole.
 //! * RFC 5044 section 5.3 (draft section 5.3), MPA-aware TCP: see below.
 //!
 //! # MPA-aware transmit
@@ -47,8 +53,10 @@
 //! record is split only when it is larger than EMSS, or when the peer's window cannot take
 //! it and nothing is in flight (sender SWS rule: usable window at least half the largest
 //! window the peer offered) or the persist timer fired with a non-zero window (override).
-//! Retransmissions (after RTO or fast retransmit) restart at the boundary of the record
-//! holding SND.UNA, and pack whole records again. [`Stats`] counts segments that held only
+//! Retransmissions (after RTO, fast retransmit, SACK holes) restart at the boundary of the
+//! record holding SND.UNA (octets below SND.UNA are resent; the receiver trims them) when
+//! that record fits one segment, and pack whole records again; a SACK-hole
+//! retransmission packs the records of that hole only. [`Stats`] counts segments that held only
 //! whole records separately for new data and retransmissions. Zero-window probes are
 //! pure ACKs with `SEQ = SND.UNA - 1` (they carry no data, so no record is split for
 //! them). There is no Nagle algorithm (iWARP sends every FPDU at once).
@@ -58,8 +66,11 @@
 //!
 //! # Not done yet
 //!
-//! * SACK-based loss recovery on transmit (RFC 6675 scoreboard): received SACK blocks are
-//!   ignored by the sender, which recovers with NewReno.
+//! * The RFC 6675 rescue retransmission, D-SACK use (RFC 2883; D-SACK blocks are ignored)
+//!   and keeping the scoreboard across an RTO (RFC 6675 5.1).
+//! * Scoreboard and pipe are recomputed by walking the records in flight: O(records in
+//!   flight) per ACK and per planned segment during recovery. Fine for hundreds of records;
+//!   an indexed scoreboard is the optimisation if profiles show it.
 //! * Limited transmit (RFC 3042), keep-alives, ECN, urgent data, RTT samples from
 //!   timestamps (RTT is measured with Karn's timed segment; TSval ticks are
 //!   [`Config::ts_tick`]), PMTU discovery, IPv6.

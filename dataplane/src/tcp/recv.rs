@@ -150,7 +150,7 @@ impl RecvBuffer {
     fn coalesce(&mut self, lo: u64, hi: u64) {
         let first = self
             .ooo
-            .range(..=lo)
+            .range(..lo)
             .next_back()
             .filter(|(s, v)| **s + v.len() as u64 >= lo)
             .map(|(s, _)| *s)
@@ -304,6 +304,18 @@ mod tests {
         let mut reports = Vec::new();
         r.drain_reports(|o, d| reports.push((o, d.len())));
         assert_eq!(reports, vec![(10, 5), (20, 5), (13, 9)]);
+    }
+
+    #[test]
+    fn adjacent_segments_make_one_block() {
+        let mut r = RecvBuffer::new(8, false, 0);
+        for k in 1..6u64 {
+            r.insert(k * 100, &bytes(k * 100, 100));
+        }
+        assert_eq!(r.sack_blocks(3), vec![(100, 600)]);
+        r.insert(700, &bytes(700, 100));
+        r.insert(600, &bytes(600, 100));
+        assert_eq!(r.sack_blocks(3), vec![(100, 800)]);
     }
 
     #[test]

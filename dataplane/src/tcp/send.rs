@@ -11,6 +11,10 @@ use std::collections::VecDeque;
 struct Record {
     off: u64,
     data: Vec<u8>,
+    /// Wholly covered by SACK blocks (RFC 6675 scoreboard).
+    sacked: bool,
+    /// Retransmitted in the current loss recovery (RFC 6675 HighRxt, per record).
+    rtx: bool,
 }
 
 impl Record {
@@ -62,7 +66,12 @@ impl SendQueue {
         let off = self.end;
         self.end += data.len() as u64;
         self.bytes += data.len();
-        self.recs.push_back(Record { off, data });
+        self.recs.push_back(Record {
+            off,
+            data,
+            sacked: false,
+            rtx: false,
+        });
     }
 
     /// Drops every record wholly below stream offset `off` (acknowledged).
@@ -165,6 +174,156 @@ impl SendQueue {
     }
 }
 
+/// Why a record is chosen for retransmission in SACK recovery (RFC 6675 section 4,
+/// NextSeg).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum HoleRule {
+    /// Rule 1: presumed lost (IsLost) and not yet retransmitted.
+    Lost,
+    /// Rule 3: not SACKed, not retransmitted, with SACKed data above it.
+    Unsacked,
+}
+
+impl SendQueue {
+    /// Marks the records wholly inside stream offsets `[lo, hi)` SACKed. Returns the
+    /// octets newly marked.
+    pub fn mark_sacked(&mut self, lo: u64, hi: u64) -> u64 {
+        let mut i = self.recs.partition_point(|r| r.off < lo);
+        let mut n = 0;
+        while let Some(r) = self.recs.get_mut(i) {
+            if r.end() > hi {
+                break;
+            }
+            if !r.sacked {
+                r.sacked = true;
+                n += r.data.len() as u64;
+            }
+            i += 1;
+        }
+        n
+    }
+
+    /// Forgets all SACK information (after a retransmission timeout, RFC 2018 section 8).
+    pub fn clear_sacked(&mut self) {
+        for r in &mut self.recs {
+            r.sacked = false;
+            r.rtx = false;
+        }
+    }
+
+    /// Clears the retransmitted marks (a new recovery episode starts).
+    pub fn clear_rtx(&mut self) {
+        for r in &mut self.recs {
+            r.rtx = false;
+        }
+    }
+
+    /// Marks the records overlapping `[start, start + len)` retransmitted.
+    pub fn mark_rtx(&mut self, start: u64, len: usize) {
+        let end = start + len as u64;
+        let mut i = self.recs.partition_point(|r| r.end() <= start);
+        while let Some(r) = self.recs.get_mut(i) {
+            if r.off >= end {
+                break;
+            }
+            r.rtx = true;
+            i += 1;
+        }
+    }
+
+    /// For each record overlapping `[una, high)` (stream offsets), from the first: the
+    /// octets of it in that range and whether it is presumed lost (IsLost, RFC 6675
+    /// section 4: not SACKed, and more than `(DupThresh - 1) * SMSS` octets or at least
+    /// DupThresh records SACKed above it; DupThresh = 3).
+    fn scan(&self, una: u64, high: u64, smss: u64) -> (usize, Vec<(u64, bool)>) {
+        let first = self.recs.partition_point(|r| r.end() <= una);
+        let last = self.recs.partition_point(|r| r.off < high);
+        let mut out = vec![(0u64, false); last.saturating_sub(first)];
+        let (mut bytes, mut count) = (0u64, 0u32);
+        for k in (first..last).rev() {
+            let r = &self.recs[k];
+            let span = r.end().min(high) - r.off.max(una);
+            let lost = !r.sacked && (bytes > 2 * smss || count >= 3);
+            out[k - first] = (span, lost);
+            if r.sacked {
+                bytes += span;
+                count += 1;
+            }
+        }
+        (first, out)
+    }
+
+    /// RFC 6675 SetPipe over `[una, high)`: octets not SACKed and not presumed lost, plus
+    /// octets retransmitted in this recovery.
+    pub fn pipe(&self, una: u64, high: u64, smss: u64) -> u64 {
+        let (first, scan) = self.scan(una, high, smss);
+        let mut pipe = 0;
+        for (k, &(span, lost)) in scan.iter().enumerate() {
+            let r = &self.recs[first + k];
+            if !r.sacked && !lost {
+                pipe += span;
+            }
+            if r.rtx {
+                pipe += span;
+            }
+        }
+        pipe
+    }
+
+    /// IsLost for the record holding `una`.
+    pub fn first_is_lost(&self, una: u64, high: u64, smss: u64) -> bool {
+        let (_, scan) = self.scan(una, high, smss);
+        scan.first().is_some_and(|&(_, lost)| lost)
+    }
+
+    /// NextSeg rules 1 or 3 (RFC 6675 section 4) at record granularity: the start of the
+    /// first record to retransmit under `rule`, if any.
+    pub fn next_hole(&self, una: u64, high: u64, smss: u64, rule: HoleRule) -> Option<u64> {
+        let (first, scan) = self.scan(una, high, smss);
+        let mut sacked_above = vec![false; scan.len() + 1];
+        for k in (0..scan.len()).rev() {
+            sacked_above[k] = sacked_above[k + 1] || self.recs[first + k].sacked;
+        }
+        for (k, &(_, lost)) in scan.iter().enumerate() {
+            let r = &self.recs[first + k];
+            if r.sacked || r.rtx {
+                continue;
+            }
+            let pick = match rule {
+                HoleRule::Lost => lost,
+                HoleRule::Unsacked => sacked_above[k + 1],
+            };
+            if pick {
+                return Some(r.off.max(una));
+            }
+        }
+        None
+    }
+
+    /// Plans a retransmission from `start` (a record start or SND.UNA) packing the records
+    /// of the same hole: not SACKed, not yet retransmitted, at most `max_len` octets,
+    /// ending at or before `max_end`.
+    pub fn plan_hole(&self, start: u64, max_len: usize, max_end: u64) -> Plan {
+        let mut plan = self.plan(start, max_len, max_end);
+        if !plan.whole {
+            return plan;
+        }
+        // Trim the packed records at the first SACKed or retransmitted one.
+        let Some(i) = self.find(start) else {
+            return plan;
+        };
+        let mut end = start;
+        for (n, r) in self.recs.range(i..).enumerate() {
+            if r.end() > start + plan.len as u64 || (n > 0 && (r.sacked || r.rtx)) {
+                break;
+            }
+            end = r.end();
+        }
+        plan.len = (end - start) as usize;
+        plan
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -206,6 +365,29 @@ mod tests {
         assert_eq!(q.record_bounds(650), Some((600, 1600)));
         assert!(q.is_boundary(300));
         assert!(!q.is_boundary(301));
+    }
+
+    #[test]
+    fn scoreboard() {
+        let mut q = q(&[100; 10]);
+        // SACK records 3..=6 (offsets 300..700).
+        assert_eq!(q.mark_sacked(250, 700), 400);
+        // Four records (400 octets, more than 2 * SMSS of 100) above 0..3: lost.
+        assert!(q.first_is_lost(0, 1000, 100));
+        assert_eq!(q.next_hole(0, 1000, 100, HoleRule::Lost), Some(0));
+        // Pipe: records 0..=2 lost (not counted), 3..=6 SACKed, 7..=9 in flight.
+        assert_eq!(q.pipe(0, 1000, 100), 300);
+        let p = q.plan_hole(0, 1000, u64::MAX);
+        assert_eq!((p.len, p.whole), (300, true));
+        q.mark_rtx(0, 300);
+        assert_eq!(q.pipe(0, 1000, 100), 600);
+        assert_eq!(q.next_hole(0, 1000, 100, HoleRule::Lost), None);
+        assert_eq!(q.next_hole(0, 1000, 100, HoleRule::Unsacked), None);
+        q.clear_rtx();
+        assert_eq!(q.next_hole(50, 1000, 100, HoleRule::Unsacked), Some(50));
+        q.clear_sacked();
+        assert!(!q.first_is_lost(0, 1000, 100));
+        assert_eq!(q.pipe(0, 1000, 100), 1000);
     }
 
     #[test]

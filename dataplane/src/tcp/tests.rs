@@ -661,20 +661,33 @@ fn window_too_small_for_a_record_waits_then_splits_on_override() {
 
 // ------------------------------------------------------------------ loss recovery
 
-#[test]
-fn fast_retransmit_and_newreno() {
-    let mut p = established(20);
-    // Drop the 3rd new data segment once.
+/// Drops the new-data segments of A whose 1-based index is in `lose` (once each).
+fn drop_data_segments(p: &mut Pair, lose: &'static [usize]) {
     let mut k = 0;
     p.filter = Some(Box::new(move |s| {
         if s.from == Side::A && s.len > 0 {
             k += 1;
-            if k == 3 {
+            if lose.contains(&k) {
                 return false;
             }
         }
         true
     }));
+}
+
+fn no_sack() -> Config {
+    Config {
+        sack: false,
+        ..fast_config()
+    }
+}
+
+#[test]
+fn fast_retransmit_newreno_without_sack() {
+    let mut p = Pair::active_passive(20, no_sack(), no_sack());
+    assert!(p.established());
+    assert!(!p.a().sack());
+    drop_data_segments(&mut p, &[3]);
     let d = records(&mut p, Side::A, &[1448; 10]);
     assert!(p.run_until(1_000_000, |p| p.rx_b.len() == d.len()));
     assert_eq!(p.rx_b, d);
@@ -683,32 +696,76 @@ fn fast_retransmit_and_newreno() {
     assert_eq!(st.timeouts, 0, "{st:?}");
     assert_eq!(st.rtx_segments_whole, 1, "{st:?}");
     assert_eq!(st.rtx_segments_split + st.new_segments_split, 0);
-    // Out-of-order arrivals made B send SACK blocks.
-    assert!(p.sent_by(Side::B).any(|s| s.sack));
-    // ssthresh was set to half the flight.
-    assert!(p.a().ssthresh() < u64::MAX);
+    assert!(!p.sent_by(Side::B).any(|s| s.sack));
+    // ssthresh was set to half the flight (8 segments outstanding at the third dupack).
+    assert_eq!(p.a().ssthresh(), 4 * 1448);
 }
 
 #[test]
 fn newreno_partial_acks_recover_two_losses() {
-    let mut p = established(21);
-    let mut k = 0;
-    p.filter = Some(Box::new(move |s| {
-        if s.from == Side::A && s.len > 0 {
-            k += 1;
-            if k == 2 || k == 5 {
-                return false;
-            }
-        }
-        true
-    }));
+    let mut p = Pair::active_passive(21, no_sack(), no_sack());
+    assert!(p.established());
+    drop_data_segments(&mut p, &[2, 5]);
     let d = records(&mut p, Side::A, &[1000; 10]);
     assert!(p.run_until(1_000_000, |p| p.rx_b.len() == d.len()));
     assert_eq!(p.rx_b, d);
     let st = p.a().stats().clone();
     assert_eq!(st.fast_retransmits, 1, "{st:?}");
     assert_eq!(st.timeouts, 0, "{st:?}");
+    // The second loss is repaired on the partial ACK (RFC 6582 step 4).
     assert_eq!(st.rtx_segments_whole, 2, "{st:?}");
+}
+
+#[test]
+fn sack_recovery_repairs_one_loss() {
+    let mut p = established(22);
+    assert!(p.a().sack());
+    drop_data_segments(&mut p, &[3]);
+    let d = records(&mut p, Side::A, &[1448; 10]);
+    assert!(p.run_until(1_000_000, |p| p.rx_b.len() == d.len()));
+    assert_eq!(p.rx_b, d);
+    let st = p.a().stats().clone();
+    assert_eq!(st.fast_retransmits, 1, "{st:?}");
+    assert_eq!(st.timeouts, 0, "{st:?}");
+    assert_eq!(st.rtx_segments_whole, 1, "{st:?}");
+    assert_eq!(st.rtx_segments_split + st.new_segments_split, 0);
+    assert!(p.sent_by(Side::B).any(|s| s.sack));
+}
+
+#[test]
+fn sack_recovery_repairs_several_losses_in_one_window() {
+    let mut p = established(23);
+    // Let cwnd grow first.
+    let warm = records(&mut p, Side::A, &[1448; 40]);
+    assert!(p.run_until(1_000_000, |p| p.rx_b.len() == warm.len()
+        && p.a.as_ref().unwrap().in_flight() == 0));
+    p.rx_b.clear();
+    drop_data_segments(&mut p, &[3, 7, 8, 15]);
+    // Small FPDUs packed several to a segment, so holes are several records wide.
+    let d = records(&mut p, Side::A, &[360; 120]);
+    assert!(p.run_until(1_000_000, |p| p.rx_b.len() == d.len()));
+    assert_eq!(p.rx_b, d);
+    let st = p.a().stats().clone();
+    assert_eq!(st.timeouts, 0, "{st:?}");
+    assert_eq!(st.fast_retransmits, 1, "{st:?}");
+    // Each lost segment is resent once, whole (the packed records of each hole).
+    assert_eq!(st.rtx_segments_whole, 4, "{st:?}");
+    assert_eq!(st.rtx_segments_split + st.new_segments_split, 0, "{st:?}");
+    // The same with NewReno takes one round trip per loss and resends as much.
+    let mut q = Pair::active_passive(23, no_sack(), no_sack());
+    assert!(q.established());
+    let warm = records(&mut q, Side::A, &[1448; 40]);
+    assert!(q.run_until(1_000_000, |p| p.rx_b.len() == warm.len()
+        && p.a.as_ref().unwrap().in_flight() == 0));
+    q.rx_b.clear();
+    drop_data_segments(&mut q, &[3, 7, 8, 15]);
+    let d = records(&mut q, Side::A, &[360; 120]);
+    assert!(q.run_until(1_000_000, |p| p.rx_b.len() == d.len()));
+    let st_nr = q.a().stats().clone();
+    assert!(
+        st_nr.retransmitted_octets >= st.retransmitted_octets,
+        "{st_nr:?} vs {st:?}"
+    );
 }
 
 // ------------------------------------------------------------------ FPDU boundaries
@@ -745,7 +802,11 @@ fn check_boundaries(p: &mut Pair, sizes: &[usize]) -> (u64, u64) {
 }
 
 fn fpdu_run(seed: u64, faults: Faults, big_records: bool) {
-    let mut p = Pair::active_passive(seed, fast_config(), fast_config());
+    fpdu_run_cfg(seed, faults, big_records, fast_config())
+}
+
+fn fpdu_run_cfg(seed: u64, faults: Faults, big_records: bool, cfg: Config) {
+    let mut p = Pair::active_passive(seed, cfg.clone(), cfg);
     p.faults = faults;
     assert!(p.run_until(10_000_000, |p| p.a.as_ref().map(|c| c.state())
         == Some(State::Established)
@@ -815,6 +876,78 @@ fn fpdu_boundaries_under_loss_reorder_duplication() {
     for seed in 0..16 {
         fpdu_run(1000 + seed, faults, seed % 4 == 0);
     }
+}
+
+#[test]
+fn fpdu_boundaries_under_loss_without_sack_or_timestamps() {
+    let faults = Faults {
+        drop: 40,
+        dup: 20,
+        reorder: 50,
+        reorder_delay: 40,
+    };
+    let cfg = Config {
+        sack: false,
+        timestamps: false,
+        ..fast_config()
+    };
+    for seed in 0..8 {
+        fpdu_run_cfg(3000 + seed, faults, seed % 2 == 0, cfg.clone());
+    }
+}
+
+#[test]
+fn retransmission_restarts_at_the_record_boundary() {
+    let mut p = established(24);
+    records(&mut p, Side::A, &[1000, 400]);
+    p.filter = Some(Box::new(|s| !(s.from == Side::A && s.len > 0)));
+    p.transmit();
+    let una = p.a().snd_una();
+    // The peer acknowledges 500 octets into the first record (as a receiver whose window
+    // cut the segment would).
+    let mut ack = from_b_now(&mut p);
+    ack.ack_number = Some(TcpSeqNumber(una.0.wrapping_add(500)));
+    ack.window_len = 0xFFFF;
+    p.inject(Side::A, &ack);
+    assert_eq!(p.a().snd_una().0, una.0.wrapping_add(500));
+    let n = p.log.len();
+    p.run_for(1_500);
+    let rtx: Vec<Seg> = p.log[n..]
+        .iter()
+        .filter(|s| s.from == Side::A && s.len > 0)
+        .cloned()
+        .collect();
+    assert!(!rtx.is_empty());
+    // Resent from the first record's start (below SND.UNA), both records whole.
+    assert_eq!(rtx[0].seq, una.0 as u32);
+    assert_eq!(rtx[0].len, 1400);
+    assert_eq!(p.a().stats().rtx_segments_whole, 1);
+    assert_eq!(p.a().stats().rtx_segments_split, 0);
+    // The receiver takes the new part only.
+    p.filter = None;
+    assert!(p.run_until(100_000, |p| p.a.as_ref().unwrap().in_flight() == 0));
+}
+
+#[test]
+fn close_in_syn_received_sends_fin_after_establishment() {
+    let mut p = Pair::active_passive(25, fast_config(), fast_config());
+    // Hold A's ACK of the SYN,ACK back so B stays in SYN-RECEIVED.
+    p.filter = Some(Box::new(|s| {
+        !(s.from == Side::A && s.ctl == TcpControl::None)
+    }));
+    assert!(p.run_until(1_000, |p| p.b.is_some()));
+    p.run_for(100);
+    assert_eq!(p.b().state(), State::SynReceived);
+    p.b().close();
+    assert_eq!(p.b().state(), State::SynReceived);
+    p.transmit();
+    assert!(!p.log.iter().any(|s| s.ctl == TcpControl::Fin));
+    p.filter = None;
+    assert!(p.run_until(1_000_000, |p| p.a.as_ref().unwrap().state()
+        == State::CloseWait));
+    assert!(p.ev_b.contains(&Event::Established));
+    assert!(p.run_until(1_000_000, |p| p.b.as_ref().unwrap().state()
+        == State::FinWait2));
 }
 
 #[test]
