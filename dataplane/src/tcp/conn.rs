@@ -843,7 +843,13 @@ impl Connection {
 
         let fin_acked = self.fin_queued && self.snd_una == self.data_end() + 1;
         match self.state {
-            State::FinWait1 if fin_acked => self.state = State::FinWait2,
+            State::FinWait1 if fin_acked => {
+                self.state = State::FinWait2;
+                // Not in RFC 9293: a peer that never sends its FIN must not hold the
+                // connection forever (Linux tcp_fin_timeout). The TIME-WAIT deadline field
+                // serves as the FIN-WAIT-2 deadline.
+                self.time_wait_deadline = Some(self.after(dur_us(self.cfg.fin_wait2_timeout)));
+            }
             State::Closing if fin_acked => self.enter_time_wait(),
             State::LastAck if fin_acked => {
                 self.enter_closed(None);

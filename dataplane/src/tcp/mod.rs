@@ -5,8 +5,9 @@
 //! `smoltcp`'s wire types only ([`TcpRepr`], [`TcpSeqNumber`], `TcpControl`,
 //! `TcpTimestampRepr`). It owns no sockets, threads or clocks: time comes in as
 //! [`Instant`] arguments and segments go in and out as [`TcpRepr`] values. Ethernet, ARP
-//! and IP live in the port loop that wraps it; [`segment_to_bytes`] and
-//! [`segment_from_bytes`] do the TCP header and checksum.
+//! live in the port loop that wraps it; [`segment_to_bytes`] / [`segment_from_bytes`] do
+//! the TCP header and checksum, [`ipv4_segment_to_bytes`] / [`ipv4_segment_from_bytes`]
+//! add the IPv4 header.
 //!
 //! # Model
 //!
@@ -94,7 +95,10 @@ pub use rtt::RttEstimator;
 
 use smoltcp::phy::ChecksumCapabilities;
 use smoltcp::time::{Duration, Instant};
-use smoltcp::wire::{IpAddress, Ipv4Address, TcpControl, TcpPacket, TcpRepr, TcpSeqNumber};
+use smoltcp::wire::{
+    IpAddress, IpProtocol, Ipv4Address, Ipv4Packet, Ipv4Repr, TcpControl, TcpPacket, TcpRepr,
+    TcpSeqNumber,
+};
 
 /// The 4-tuple that names a connection (RFC 9293 section 3.3.1 "socket pair").
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -212,6 +216,9 @@ pub struct Config {
     pub rto_max: Duration,
     /// Maximum segment lifetime; TIME-WAIT lasts 2 MSL (RFC 9293 3.4.2).
     pub msl: Duration,
+    /// How long FIN-WAIT-2 waits for the peer's FIN before closing (not in RFC 9293; Linux
+    /// `tcp_fin_timeout`, 60 s).
+    pub fin_wait2_timeout: Duration,
     /// Delayed-ACK timer (RFC 9293 3.8.6.3: under 0.5 s); zero disables delaying.
     pub delayed_ack: Duration,
     /// Acknowledge at least every this many full segments (RFC 5681 4.2: 2).
@@ -245,6 +252,7 @@ impl Default for Config {
             rto_min: Duration::from_millis(200),
             rto_max: Duration::from_secs(60),
             msl: Duration::from_secs(30),
+            fin_wait2_timeout: Duration::from_secs(60),
             delayed_ack: Duration::from_micros(200),
             ack_every: 2,
             initial_cwnd_segments: 10,
@@ -429,4 +437,34 @@ pub fn segment_from_bytes<'a>(
         &ChecksumCapabilities::default(),
     )
     .ok()
+}
+
+/// Serializes `repr` as an IPv4 datagram (20-octet header, DF set, TTL `hop_limit`, both
+/// checksums) from `tuple.local_addr` to `tuple.remote_addr`, appending it to `out`.
+pub fn ipv4_segment_to_bytes(tuple: &FourTuple, repr: &TcpRepr, hop_limit: u8, out: &mut Vec<u8>) {
+    let ip = Ipv4Repr {
+        src_addr: tuple.local_addr,
+        dst_addr: tuple.remote_addr,
+        next_header: IpProtocol::Tcp,
+        payload_len: repr.buffer_len(),
+        hop_limit,
+    };
+    let start = out.len();
+    out.resize(start + ip.buffer_len(), 0);
+    let mut packet = Ipv4Packet::new_unchecked(&mut out[start..]);
+    ip.emit(&mut packet, &ChecksumCapabilities::default());
+    segment_to_bytes(tuple, repr, out);
+}
+
+/// Parses an IPv4 datagram carrying a TCP segment: `(source, destination, segment)`.
+/// Fragments, options-bearing headers that do not fit, other protocols and bad checksums
+/// give `None` (never a panic).
+pub fn ipv4_segment_from_bytes(bytes: &[u8]) -> Option<(Ipv4Address, Ipv4Address, TcpRepr<'_>)> {
+    let packet = Ipv4Packet::new_checked(bytes).ok()?;
+    let ip = Ipv4Repr::parse(&packet, &ChecksumCapabilities::default()).ok()?;
+    if ip.next_header != IpProtocol::Tcp {
+        return None;
+    }
+    let tcp = segment_from_bytes(ip.src_addr, ip.dst_addr, packet.payload())?;
+    Some((ip.src_addr, ip.dst_addr, tcp))
 }
