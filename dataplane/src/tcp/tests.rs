@@ -1061,6 +1061,18 @@ fn random_segments_never_panic() {
                 )),
             };
             r.window_len = rng.next() as u16;
+            let una = p.a().snd_una().0;
+            for slot in r.sack_ranges.iter_mut() {
+                *slot = rng.chance(300).then(|| {
+                    let l = una.wrapping_add(rng.below(6000) as i32 - 1000) as u32;
+                    let len = rng.below(3000) as u32;
+                    if rng.chance(100) {
+                        (rng.next() as u32, rng.next() as u32)
+                    } else {
+                        (l, l.wrapping_add(len))
+                    }
+                });
+            }
             r.max_seg_size = rng.chance(100).then(|| rng.next() as u16);
             r.window_scale = rng.chance(100).then(|| rng.below(20) as u8);
             r.timestamp = rng
@@ -1225,4 +1237,129 @@ fn fin_wait_2_times_out_when_the_peer_never_closes() {
     assert!(p.run_until(100_000, |p| p.a.as_ref().unwrap().state() == State::Closed));
     assert!((5_000..5_100).contains(&(p.now - t)), "{}", p.now - t);
     assert_eq!(p.b().state(), State::CloseWait);
+}
+
+/// A random segment aimed at `to`, near its sequence space.
+fn hostile(rng: &mut Rng, p: &mut Pair, to: Side) -> Option<TcpRepr<'static>> {
+    let c = p.conn(to)?;
+    let (nxt, una) = (c.rcv_nxt().0, c.snd_una().0);
+    let mut r = repr_from(to == Side::A);
+    r.control = match rng.below(6) {
+        0 | 1 => TcpControl::None,
+        2 => TcpControl::Syn,
+        3 => TcpControl::Fin,
+        4 => TcpControl::Rst,
+        _ => TcpControl::Psh,
+    };
+    r.seq_number = TcpSeqNumber(nxt.wrapping_add(rng.below(200_000) as i32 - 100_000));
+    r.ack_number = rng
+        .chance(800)
+        .then(|| TcpSeqNumber(una.wrapping_add(rng.below(200_000) as i32 - 100_000)));
+    r.window_len = rng.next() as u16;
+    r.timestamp = rng
+        .chance(700)
+        .then(|| TcpTimestampRepr::new(rng.next() as u32, rng.next() as u32));
+    r.max_seg_size = rng.chance(50).then(|| rng.next() as u16);
+    r.window_scale = rng.chance(50).then(|| rng.below(15) as u8);
+    r.sack_permitted = r.control == TcpControl::Syn && rng.chance(500);
+    if !r.sack_permitted && r.ack_number.is_some() && rng.chance(300) {
+        let l = una.wrapping_add(rng.below(20_000) as i32) as u32;
+        r.sack_ranges[0] = Some((l, l.wrapping_add(rng.below(5000) as u32)));
+    }
+    const JUNK: [u8; 1500] = [0x5A; 1500];
+    r.payload = &JUNK[..rng.below(1500) as usize];
+    Some(r)
+}
+
+#[test]
+fn hostile_segments_in_every_state_never_panic() {
+    for seed in 0..40u64 {
+        let mut rng = Rng::new(seed);
+        let mut p = Pair::active_passive(seed, fast_config(), fast_config());
+        p.faults = Faults {
+            drop: 20,
+            dup: 20,
+            reorder: 20,
+            reorder_delay: 30,
+        };
+        let mut queued = false;
+        for step in 0..3000 {
+            if !p.step() {
+                p.now += 100;
+            }
+            if !queued && p.b.as_ref().map(|b| b.state()) == Some(State::Established) {
+                records(&mut p, Side::A, &[700; 50]);
+                records(&mut p, Side::B, &[300; 50]);
+                queued = true;
+            }
+            if step == 1500 {
+                if let Some(a) = p.a.as_mut() {
+                    a.close();
+                }
+            }
+            if step == 2000 {
+                if let Some(b) = p.b.as_mut() {
+                    b.close();
+                }
+            }
+            if rng.chance(30) {
+                let to = if rng.chance(500) { Side::A } else { Side::B };
+                if let Some(r) = hostile(&mut rng, &mut p, to) {
+                    p.inject(to, &r);
+                }
+            }
+        }
+        // Both ends closed one way or another (FIN handshakes, RSTs or timeouts).
+        for c in [p.a.as_ref(), p.b.as_ref()].into_iter().flatten() {
+            assert!(
+                matches!(c.state(), State::Closed | State::TimeWait),
+                "seed {seed}: {:?}",
+                c.state()
+            );
+        }
+    }
+}
+
+mod props {
+    use super::*;
+    use proptest::prelude::*;
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 24, .. ProptestConfig::default() })]
+
+        /// Random FPDU sizes (some beyond EMSS), random loss, duplication, reordering and
+        /// delay: every octet arrives once and in order, and every segment either holds
+        /// whole records or lies inside one record larger than EMSS.
+        #[test]
+        fn fpdu_boundaries_hold(
+            seed in any::<u64>(),
+            drop in 0u32..120,
+            dup in 0u32..60,
+            reorder in 0u32..200,
+            delay in 1u64..400,
+            sack in any::<bool>(),
+            sizes in proptest::collection::vec(1usize..4000, 1..150),
+        ) {
+            let cfg = Config { sack, ..fast_config() };
+            let mut p = Pair::active_passive(seed, cfg.clone(), cfg);
+            p.delay = delay;
+            p.faults = Faults { drop, dup, reorder, reorder_delay: 2 * delay };
+            let up = p.run_until(60_000_000, |p| {
+                p.a.as_ref().map(|c| c.state()) == Some(State::Established) && p.b.is_some()
+            });
+            prop_assert!(up);
+            let data = records(&mut p, Side::A, &sizes);
+            let done = p.run_until(120_000_000, |p| p.rx_b.len() == data.len());
+            prop_assert!(done);
+            prop_assert!(p.rx_b == data);
+            let (whole, split) = check_boundaries(&mut p, &sizes);
+            let st = p.a().stats().clone();
+            prop_assert_eq!(whole, st.new_segments_whole + st.rtx_segments_whole);
+            prop_assert_eq!(split, st.new_segments_split + st.rtx_segments_split);
+            let emss = p.a().emss();
+            if sizes.iter().all(|&s| s <= emss) {
+                prop_assert_eq!(split, 0);
+            }
+        }
+    }
 }
