@@ -1177,9 +1177,7 @@ impl Connection {
     /// SWS-avoiding steps and never shrinking it (RFC 9293 3.8.6.2.2).
     fn advertise_window(&mut self) -> u16 {
         let new_right = self.rcv_nxt + self.free_space();
-        if new_right > self.rcv_adv
-            && (new_right - self.rcv_adv >= self.sws_threshold() || self.rcv_adv <= self.rcv_nxt)
-        {
+        if new_right > self.rcv_adv && new_right - self.rcv_adv >= self.sws_threshold() {
             self.rcv_adv = new_right;
         }
         let wnd = self.rcv_adv.saturating_sub(self.rcv_nxt);
@@ -1288,18 +1286,31 @@ impl Connection {
     /// Runs the timers due at `now`, then emits every segment that is ready:
     /// `emit(repr, payload)` with `repr.payload == payload`. Emits nothing once CLOSED
     /// (except a pending RST).
-    pub fn poll_transmit(&mut self, now: Instant, mut emit: impl FnMut(&TcpRepr, &[u8])) {
+    pub fn poll_transmit(&mut self, now: Instant, emit: impl FnMut(&TcpRepr, &[u8])) {
+        self.poll_transmit_burst(now, usize::MAX, emit);
+    }
+
+    /// Like [`Connection::poll_transmit`], emitting at most `max` segments (for a transmit
+    /// ring with that much room). Returns how many were emitted; if it is `max`, more may
+    /// be ready ([`Connection::poll_at`] says so).
+    pub fn poll_transmit_burst(
+        &mut self,
+        now: Instant,
+        max: usize,
+        mut emit: impl FnMut(&TcpRepr, &[u8]),
+    ) -> usize {
         self.now = self.now.max(micros(now));
         self.on_timers();
-        let mut guard = 0;
-        while let Some(out) = self.plan_next() {
-            self.send(out, &mut emit);
-            guard += 1;
-            if guard > 100_000 {
+        let mut n = 0;
+        while n < max {
+            let Some(out) = self.plan_next() else {
                 break;
-            }
+            };
+            self.send(out, &mut emit);
+            n += 1;
         }
         self.arm_persist();
+        n
     }
 
     /// Persist timer (RFC 9293 3.8.6.1, RFC 1122 4.2.2.17): armed when data waits, nothing

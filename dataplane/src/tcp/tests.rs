@@ -1363,3 +1363,60 @@ mod props {
         }
     }
 }
+
+#[test]
+fn transmit_bursts_are_bounded() {
+    let mut p = established(27);
+    records(&mut p, Side::A, &[1000; 8]);
+    let now = p.instant();
+    let mut seen = 0;
+    assert_eq!(p.a().poll_transmit_burst(now, 3, |_, _| seen += 1), 3);
+    assert_eq!(seen, 3);
+    assert_eq!(p.a().poll_at(), Some(now));
+    assert_eq!(p.a().poll_transmit_burst(now, 100, |_, _| seen += 1), 5);
+    assert_eq!(p.a().poll_transmit_burst(now, 100, |_, _| seen += 1), 0);
+    assert_eq!(seen, 8);
+}
+
+#[test]
+fn receive_window_never_shrinks_and_opens_in_sws_steps() {
+    let small = Config {
+        recv_buffer: 6000,
+        window_scaling: false,
+        ..fast_config()
+    };
+    let mut p = Pair::active_passive(28, fast_config(), small);
+    assert!(p.established());
+    p.auto_recv = false;
+    let d = records(&mut p, Side::A, &[500; 60]);
+    let mut got = Vec::new();
+    let mut steps = 0;
+    while got.len() < d.len() {
+        steps += 1;
+        assert!(steps < 200_000);
+        if !p.step() {
+            p.now += 50;
+        }
+        // The application reads 100 octets at a time.
+        p.b().recv_max(100, |_, x| got.extend_from_slice(x));
+    }
+    assert_eq!(got, d);
+    let irs = p.b().irs().0 as u32;
+    let mut right = 0u64;
+    let mut steps_seen = 0;
+    let emss = p.b().emss() as u64;
+    for s in p.sent_by(Side::B).filter(|s| s.ctl != TcpControl::Syn) {
+        let ack = u64::from(s.ack.unwrap().wrapping_sub(irs));
+        let r = ack + u64::from(s.wnd);
+        assert!(r >= right, "right edge shrank: {right} -> {r}");
+        if r > right && right > 0 {
+            // RFC 9293 3.8.6.2.2: the edge moves by at least min(buffer / 2, MSS).
+            assert!(r - right >= emss.min(3000), "SWS step {}", r - right);
+            steps_seen += 1;
+        }
+        right = r;
+    }
+    assert!(steps_seen > 5);
+    let st = p.a().stats().clone();
+    assert_eq!(st.new_segments_split + st.rtx_segments_split, 0, "{st:?}");
+}
