@@ -115,7 +115,7 @@ impl RecvBuffer {
         if self.ooo.len() + pieces.len() > self.max_blocks + 1 {
             // Too fragmented: drop the segment, the peer will send it again (bounds the
             // work a hostile peer can cause).
-            return Inserted::default();
+            return res;
         }
         for &(a, b) in &pieces {
             let piece = data[(a - off) as usize..(b - off) as usize].to_vec();
@@ -131,6 +131,16 @@ impl RecvBuffer {
                     self.ooo_bytes -= v.len();
                 }
             }
+        }
+        // Report only what is kept (RFC 5044 3.1.2: TCP must have committed to keeping a
+        // segment before passing it to MPA).
+        let kept = self
+            .ooo
+            .range(..=off)
+            .next_back()
+            .is_some_and(|(s, v)| *s <= off && s + v.len() as u64 >= end);
+        if !kept {
+            return res;
         }
         self.note_recent(off);
         if self.report && self.report_bytes + data.len() <= self.report_limit {
@@ -326,5 +336,16 @@ mod tests {
         }
         assert!(r.sack_blocks(10).len() <= 4);
         assert!(r.ooo_bytes() <= 4 * 3);
+        let mut r = RecvBuffer::new(2, true, 1 << 20);
+        r.insert(100, &[1]);
+        r.insert(200, &[2]);
+        // A third block is over the limit: not kept, not reported (still out of order, so
+        // acknowledged at once).
+        let i = r.insert(300, &[3]);
+        assert!(i.out_of_order);
+        assert_eq!(r.ooo_bytes(), 2);
+        let mut offs = Vec::new();
+        r.drain_reports(|o, _| offs.push(o));
+        assert_eq!(offs, vec![100, 200]);
     }
 }
