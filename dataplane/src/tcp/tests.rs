@@ -1420,3 +1420,30 @@ fn receive_window_never_shrinks_and_opens_in_sws_steps() {
     let st = p.a().stats().clone();
     assert_eq!(st.new_segments_split + st.rtx_segments_split, 0, "{st:?}");
 }
+
+/// Rough throughput of two engines plus the harness (run with
+/// `cargo test --release -p dataplane tcp::tests::perf_probe -- --ignored --nocapture`).
+#[test]
+#[ignore]
+fn perf_probe() {
+    let big = Config {
+        recv_buffer: 4 << 20,
+        send_buffer: 1 << 30,
+        ..fast_config()
+    };
+    let mut p = Pair::active_passive(99, big.clone(), big);
+    assert!(p.established());
+    let n = 100_000;
+    let sizes = vec![1448; n];
+    let t = std::time::Instant::now();
+    records(&mut p, Side::A, &sizes);
+    let total = 1448 * n;
+    assert!(p.run_until(100_000_000, |p| p.rx_b.len() == total));
+    let el = t.elapsed();
+    eprintln!(
+        "{} MB in {:?}: {:.1} Gbit/s (both ends + harness serialization)",
+        total / 1_000_000,
+        el,
+        total as f64 * 8.0 / el.as_secs_f64() / 1e9
+    );
+}
