@@ -1447,3 +1447,45 @@ fn perf_probe() {
         total as f64 * 8.0 / el.as_secs_f64() / 1e9
     );
 }
+
+#[test]
+fn sequence_numbers_wrap() {
+    // Pick the clock so that A's ISN sits just below 2^32: A's send side and B's receive
+    // side cross the wrap.
+    let ka = IsnGenerator::with_key([1; 16]);
+    let target = 0xFFFF_F000u32;
+    let f_a = ka.isn(0, &tuple_a()).0 as u32;
+    let now = u64::from(target.wrapping_sub(f_a)) * 4;
+    let mut p = Pair::new(34);
+    p.now = now;
+    p.a = Some(Connection::connect(
+        fast_config(),
+        tuple_a(),
+        &ka,
+        p.instant(),
+    ));
+    p.listener = Some(Listener::new(
+        fast_config(),
+        IsnGenerator::with_key([2; 16]),
+        ADDR_B,
+        PORT_B,
+    ));
+    assert!(p.established());
+    assert_eq!(p.a().iss().0 as u32, target);
+    let sizes = vec![1000; 200];
+    let da = records(&mut p, Side::A, &sizes);
+    let db = records(&mut p, Side::B, &sizes);
+    p.faults = Faults {
+        drop: 30,
+        dup: 10,
+        reorder: 30,
+        reorder_delay: 20,
+    };
+    assert!(p.run_until(10_000_000, |p| p.rx_b.len() == da.len()
+        && p.rx_a.len() == db.len()));
+    assert!(p.rx_b == da && p.rx_a == db);
+    // A's sequence numbers wrapped past zero.
+    assert!((p.a().snd_nxt().0 as u32) < target);
+    let (_, split) = check_boundaries(&mut p, &sizes);
+    assert_eq!(split, 0);
+}
