@@ -4,7 +4,7 @@
 //! record boundaries or run with sub-millisecond timers, so this module implements TCP on
 //! `smoltcp`'s wire types only ([`TcpRepr`], [`TcpSeqNumber`], `TcpControl`,
 //! `TcpTimestampRepr`). It owns no sockets, threads or clocks: time comes in as
-//! [`Instant`] arguments and segments go in and out as [`TcpRepr`] values. Ethernet, ARP
+//! [`Instant`] arguments and segments go in and out as [`TcpRepr`] values. Ethernet and ARP
 //! live in the port loop that wraps it; [`segment_to_bytes`] / [`segment_from_bytes`] do
 //! the TCP header and checksum, [`ipv4_segment_to_bytes`] / [`ipv4_segment_from_bytes`]
 //! add the IPv4 header.
@@ -76,6 +76,17 @@
 //!   timestamps (RTT is measured with Karn's timed segment; TSval ticks are
 //!   [`Config::ts_tick`]), PMTU discovery, IPv6.
 //! * Data carried in a SYN is not taken (it is not acknowledged, so the peer resends it).
+//! * RFC 6298 5.7 (RTO back to 3 s after a SYN timeout), RFC 5681 4.1 (cwnd restart after
+//!   idle), RFC 6191 (reopening from TIME-WAIT: a SYN there gets a challenge ACK; the port
+//!   loop may drop the TIME-WAIT connection and hand the SYN to its [`Listener`]).
+//!
+//! # Offsets
+//!
+//! Stream offsets (in [`Connection::recv`], [`Connection::recv_out_of_order`]) count from
+//! the first octet after the peer's SYN. MPA's marker origin is the first octet after the
+//! startup frames, so the MPA layer subtracts the length of the startup frame it received
+//! before feeding the [`Deframer`](crate::mpa::deframe::Deframer). The smoltcp version is
+//! pinned to 0.12: 0.13 and later need Rust 1.91, above the workspace's 1.85.
 
 mod conn;
 mod isn;
