@@ -1,6 +1,9 @@
 //! `iwarp decode` end to end: the shipped samples, every kind of malformed input, and the
 //! exit status contract (0 clean, 1 malformed stream, 2 unusable input; never a panic).
 
+mod common;
+use common::sample;
+
 use std::io::Write;
 use std::process::{Command, Output, Stdio};
 
@@ -29,21 +32,6 @@ fn json_lines(out: &Output) -> Vec<Value> {
         .unwrap()
         .lines()
         .map(|l| serde_json::from_str(l).expect("each line is one JSON object"))
-        .collect()
-}
-
-fn sample(name: &str) -> Vec<u8> {
-    let text = std::fs::read_to_string(format!("{}/tests/data/{name}", env!("CARGO_MANIFEST_DIR")))
-        .unwrap();
-    let digits: String = text
-        .lines()
-        .map(|l| l.split('#').next().unwrap())
-        .collect::<String>()
-        .split_whitespace()
-        .collect();
-    (0..digits.len())
-        .step_by(2)
-        .map(|i| u8::from_str_radix(&digits[i..i + 2], 16).unwrap())
         .collect()
 }
 

@@ -2,6 +2,9 @@
 //! inputs and mutations of valid streams (the shipped samples, encoded frames), so every
 //! parser sees both noise and near-valid input. `cargo fuzz` explores far further.
 
+mod common;
+use common::sample;
+
 #[path = "../fuzz/bodies.rs"]
 #[allow(dead_code)]
 mod bodies;
@@ -21,21 +24,6 @@ impl Rng {
     fn below(&mut self, n: usize) -> usize {
         (self.next() % n.max(1) as u64) as usize
     }
-}
-
-fn sample(name: &str) -> Vec<u8> {
-    let text = std::fs::read_to_string(format!("{}/tests/data/{name}", env!("CARGO_MANIFEST_DIR")))
-        .unwrap();
-    let digits: String = text
-        .lines()
-        .map(|l| l.split('#').next().unwrap())
-        .collect::<String>()
-        .split_whitespace()
-        .collect();
-    (0..digits.len())
-        .step_by(2)
-        .map(|i| u8::from_str_radix(&digits[i..i + 2], 16).unwrap())
-        .collect()
 }
 
 /// Seeds: valid inputs for each target.
