@@ -16,4 +16,14 @@ pub mod crc;
 pub mod ddp;
 pub mod mpa;
 pub mod rdmap;
+
+/// Hex text (white space ignored) to octets, for this crate's unit tests.
+#[cfg(test)]
+pub(crate) fn hex(s: &str) -> Vec<u8> {
+    let s: String = s.chars().filter(|c| !c.is_whitespace()).collect();
+    (0..s.len())
+        .step_by(2)
+        .map(|i| u8::from_str_radix(&s[i..i + 2], 16).unwrap())
+        .collect()
+}
 pub mod tcp;

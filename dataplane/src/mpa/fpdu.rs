@@ -34,9 +34,6 @@ pub const CRC_LEN: usize = 4;
 pub const MAX_ULPDU_LEN: usize = 64768;
 /// MPA never reports a MULPDU below this (RFC 5044: "MUST NOT shrink the MULPDU below 128").
 pub const MIN_MULPDU: usize = 128;
-/// The largest EMSS for which [`mulpdu`] is not clamped to [`MAX_ULPDU_LEN`] matters little;
-/// this is the IPv4 datagram limit, the most a segment can carry.
-pub const MAX_EMSS: usize = 65535;
 
 /// The FPDU mode of one half connection, as negotiated in the startup phase.
 ///

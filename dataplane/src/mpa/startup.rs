@@ -864,13 +864,7 @@ mod tests {
     use super::*;
     use proptest::prelude::*;
 
-    fn hex(s: &str) -> Vec<u8> {
-        let s: String = s.chars().filter(|c| !c.is_whitespace()).collect();
-        (0..s.len())
-            .step_by(2)
-            .map(|i| u8::from_str_radix(&s[i..i + 2], 16).unwrap())
-            .collect()
-    }
+    use crate::hex;
 
     fn with_key(key: &[u8; 16], rest: &str) -> Vec<u8> {
         let mut v = key.to_vec();

@@ -1542,20 +1542,12 @@ impl Connection {
     }
 
     fn send(&mut self, out: Out, emit: &mut impl FnMut(&TcpRepr, &[u8])) {
-        let mut repr = TcpRepr {
-            src_port: self.tuple.local_port,
-            dst_port: self.tuple.remote_port,
-            control: TcpControl::None,
-            seq_number: seq_at(self.iss, out.seq_off),
-            ack_number: None,
-            window_len: 0,
-            window_scale: None,
-            max_seg_size: None,
-            sack_permitted: false,
-            sack_ranges: [None; 3],
-            timestamp: None,
-            payload: &[],
-        };
+        let mut repr = super::bare_repr(
+            self.tuple.local_port,
+            self.tuple.remote_port,
+            TcpControl::None,
+            seq_at(self.iss, out.seq_off),
+        );
         let mut scratch = std::mem::take(&mut self.scratch);
         scratch.clear();
         match out.kind {

@@ -327,16 +327,19 @@ pub struct Stats {
 
 /// The RST to answer a segment that belongs to no connection (RFC 9293 section 3.10.7.1,
 /// CLOSED state): `<SEQ=SEG.ACK><CTL=RST>` if it had an ACK, else
-/// `<SEQ=0><ACK=SEG.SEQ+SEG.LEN><CTL=RST,ACK>`. `None` for an incoming RST.
-pub fn reset_for(repr: &TcpRepr) -> Option<TcpRepr<'static>> {
-    if repr.control == TcpControl::Rst {
-        return None;
-    }
-    let mut rst = TcpRepr {
-        src_port: repr.dst_port,
-        dst_port: repr.src_port,
-        control: TcpControl::Rst,
-        seq_number: TcpSeqNumber(0),
+/// A segment from `src_port` to `dst_port` with the given control and sequence number and
+/// nothing else: no ACK, zero window, no options, no payload. Callers fill in the rest.
+pub(crate) fn bare_repr(
+    src_port: u16,
+    dst_port: u16,
+    control: TcpControl,
+    seq_number: TcpSeqNumber,
+) -> TcpRepr<'static> {
+    TcpRepr {
+        src_port,
+        dst_port,
+        control,
+        seq_number,
         ack_number: None,
         window_len: 0,
         window_scale: None,
@@ -345,7 +348,20 @@ pub fn reset_for(repr: &TcpRepr) -> Option<TcpRepr<'static>> {
         sack_ranges: [None; 3],
         timestamp: None,
         payload: &[],
-    };
+    }
+}
+
+/// `<SEQ=0><ACK=SEG.SEQ+SEG.LEN><CTL=RST,ACK>`. `None` for an incoming RST.
+pub fn reset_for(repr: &TcpRepr) -> Option<TcpRepr<'static>> {
+    if repr.control == TcpControl::Rst {
+        return None;
+    }
+    let mut rst = bare_repr(
+        repr.dst_port,
+        repr.src_port,
+        TcpControl::Rst,
+        TcpSeqNumber(0),
+    );
     match repr.ack_number {
         Some(ack) => rst.seq_number = ack,
         None => {

@@ -13,18 +13,8 @@ fn repr_from(from_b: bool) -> TcpRepr<'static> {
         (PORT_A, PORT_B)
     };
     TcpRepr {
-        src_port: s,
-        dst_port: d,
-        control: TcpControl::None,
-        seq_number: TcpSeqNumber(0),
-        ack_number: None,
         window_len: 1000,
-        window_scale: None,
-        max_seg_size: None,
-        sack_permitted: false,
-        sack_ranges: [None; 3],
-        timestamp: None,
-        payload: &[],
+        ..super::bare_repr(s, d, TcpControl::None, TcpSeqNumber(0))
     }
 }
 
