@@ -8,6 +8,8 @@
 //! * [`ddp`]: DDP (RFC 5041) tagged and untagged segment headers.
 //! * [`rdmap`]: RDMAP (RFC 5040) opcodes, RDMA Read Request, Terminate and the error
 //!   layer/type/code triplets of RFC 5040 and RFC 5041.
+//! * [`rdma`]: the RDMAP/DDP queue-pair engine (RFC 5040, RFC 5041): memory regions,
+//!   work requests, segmentation, placement, completions, Terminate.
 //! * [`tcp`]: the MPA-aware TCP connection engine (RFC 9293 with RFC 5961, 6298, 6528,
 //!   7323, 2018, 5681, 6582), sans-IO over `smoltcp`'s wire types.
 #![forbid(unsafe_code)]
@@ -15,6 +17,7 @@
 pub mod crc;
 pub mod ddp;
 pub mod mpa;
+pub mod rdma;
 pub mod rdmap;
 
 /// Hex text (white space ignored) to octets, for this crate's unit tests.

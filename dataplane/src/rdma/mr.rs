@@ -1,0 +1,658 @@
+//! Memory regions: registered buffers that the consumer and the core share.
+//!
+//! A [`MemoryRegion`] is the tagged buffer of RFC 5040/5041: a run of octets named by an
+//! STag, whose first octet has the Tagged Offset (TO) [`MemoryRegion::base_to`] (like a
+//! verbs virtual address). Its storage is a `Box<[AtomicU64]>`: the consumer thread and the
+//! core thread both read and write it without locks and without `unsafe`. Copies move
+//! eight octets at a time with relaxed atomics; partial words at either end of a range are
+//! merged with a compare-and-swap so that neighbouring octets written by another thread
+//! are never lost.
+//!
+//! Octet `i` of a region is octet `i % 8` of the native-endian representation of word
+//! `i / 8`.
+//!
+//! Ordering: RDMA gives no ordering guarantee on the octets of a placement except that a
+//! poller watching the last octet of an RDMA Write sees the rest once it sees that one.
+//! [`MemoryRegion::write_last_visible_last`] provides exactly that (Release on the word
+//! holding the final octet), and [`MemoryRegion::load_u8_acquire`] is its reading side.
+//!
+//! An STag is a 24-bit index and an 8-bit key (`index << 8 | key`). [`MrTable`] hands out
+//! indices from 1 up (so STags 0 and 1, the latter used by RFC 6581 RTRs, are never
+//! issued) and rotates the key each time an index is reused, so a stale STag does not
+//! match a new region.
+//!
+//! Nothing here panics on bad offsets or lengths: every access is checked and returns
+//! [`MrError`].
+
+use std::fmt;
+use std::ops::BitOr;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, RwLock};
+
+/// Access rights of a memory region (a bit set).
+#[derive(Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub struct Access(u8);
+
+impl Access {
+    /// The local consumer lets the core write the region (receive buffers, RDMA Read
+    /// sinks).
+    pub const LOCAL_WRITE: Access = Access(0x01);
+    /// The peer may read the region with RDMA Read.
+    pub const REMOTE_READ: Access = Access(0x02);
+    /// The peer may write the region with RDMA Write.
+    pub const REMOTE_WRITE: Access = Access(0x04);
+
+    /// No rights (local read is always allowed).
+    pub const fn empty() -> Access {
+        Access(0)
+    }
+
+    /// Every right.
+    pub const fn all() -> Access {
+        Access(0x07)
+    }
+
+    /// Whether every right in `other` is in `self`.
+    pub const fn contains(self, other: Access) -> bool {
+        self.0 & other.0 == other.0
+    }
+
+    /// The bits.
+    pub const fn bits(self) -> u8 {
+        self.0
+    }
+}
+
+impl BitOr for Access {
+    type Output = Access;
+    fn bitor(self, rhs: Access) -> Access {
+        Access(self.0 | rhs.0)
+    }
+}
+
+impl fmt::Debug for Access {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let mut first = true;
+        f.write_str("Access(")?;
+        for (bit, name) in [
+            (Access::LOCAL_WRITE, "LOCAL_WRITE"),
+            (Access::REMOTE_READ, "REMOTE_READ"),
+            (Access::REMOTE_WRITE, "REMOTE_WRITE"),
+        ] {
+            if self.contains(bit) {
+                if !first {
+                    f.write_str(" | ")?;
+                }
+                f.write_str(name)?;
+                first = false;
+            }
+        }
+        if first {
+            f.write_str("empty")?;
+        }
+        f.write_str(")")
+    }
+}
+
+/// Why a memory access or registration was refused.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum MrError {
+    /// No region has this STag (never registered, deregistered, or the key is stale).
+    InvalidStag,
+    /// The region was invalidated (Send with Invalidate, local invalidate, deregister).
+    Invalidated,
+    /// The region belongs to another protection domain.
+    PdMismatch,
+    /// The region lacks a needed access right.
+    AccessDenied,
+    /// TO + length overflows 64 bits.
+    ToWrap,
+    /// The range is not inside the region.
+    OutOfBounds,
+    /// The table has no free STag index left.
+    NoStag,
+    /// Storage for the region could not be allocated.
+    AllocFailed,
+}
+
+impl fmt::Display for MrError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            MrError::InvalidStag => "invalid STag",
+            MrError::Invalidated => "STag invalidated",
+            MrError::PdMismatch => "memory region in another protection domain",
+            MrError::AccessDenied => "access rights violation",
+            MrError::ToWrap => "TO wrap",
+            MrError::OutOfBounds => "base or bounds violation",
+            MrError::NoStag => "no STag available",
+            MrError::AllocFailed => "memory region allocation failed",
+        })
+    }
+}
+
+impl std::error::Error for MrError {}
+
+/// One registered memory region.
+pub struct MemoryRegion {
+    words: Box<[AtomicU64]>,
+    len: usize,
+    stag: u32,
+    pd: u32,
+    base_to: u64,
+    access: Access,
+    valid: AtomicBool,
+}
+
+impl fmt::Debug for MemoryRegion {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("MemoryRegion")
+            .field("stag", &format_args!("{:#010x}", self.stag))
+            .field("pd", &self.pd)
+            .field("base_to", &format_args!("{:#x}", self.base_to))
+            .field("len", &self.len)
+            .field("access", &self.access)
+            .field("valid", &self.is_valid())
+            .finish()
+    }
+}
+
+const W: usize = 8;
+
+impl MemoryRegion {
+    /// A zeroed region outside any table (tests, or a caller with its own STag scheme).
+    pub fn new(
+        stag: u32,
+        pd: u32,
+        base_to: u64,
+        len: usize,
+        access: Access,
+    ) -> Result<MemoryRegion, MrError> {
+        let n = len.div_ceil(W);
+        let mut v: Vec<AtomicU64> = Vec::new();
+        v.try_reserve_exact(n).map_err(|_| MrError::AllocFailed)?;
+        v.extend((0..n).map(|_| AtomicU64::new(0)));
+        Ok(MemoryRegion {
+            words: v.into_boxed_slice(),
+            len,
+            stag,
+            pd,
+            base_to,
+            access,
+            valid: AtomicBool::new(true),
+        })
+    }
+
+    /// The STag (24-bit index, 8-bit key).
+    pub fn stag(&self) -> u32 {
+        self.stag
+    }
+
+    /// The protection domain.
+    pub fn pd(&self) -> u32 {
+        self.pd
+    }
+
+    /// The TO of the first octet.
+    pub fn base_to(&self) -> u64 {
+        self.base_to
+    }
+
+    /// Length in octets.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Whether the region has no octets.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// The access rights.
+    pub fn access(&self) -> Access {
+        self.access
+    }
+
+    /// Whether the STag is still valid (not invalidated).
+    pub fn is_valid(&self) -> bool {
+        self.valid.load(Ordering::Acquire)
+    }
+
+    /// Invalidates the STag; true if it was valid.
+    pub fn invalidate(&self) -> bool {
+        self.valid.swap(false, Ordering::AcqRel)
+    }
+
+    /// Checks an access of `len` octets at Tagged Offset `to` needing `need`, and returns
+    /// the offset in the region. Checks, in order: validity ([`MrError::Invalidated`]),
+    /// access rights, TO wrap, bounds. The protection domain is the caller's to check
+    /// (it knows its own).
+    pub fn check(&self, to: u64, len: usize, need: Access) -> Result<usize, MrError> {
+        if !self.is_valid() {
+            return Err(MrError::Invalidated);
+        }
+        if !self.access.contains(need) {
+            return Err(MrError::AccessDenied);
+        }
+        let len64 = u64::try_from(len).map_err(|_| MrError::ToWrap)?;
+        let end = to.checked_add(len64).ok_or(MrError::ToWrap)?;
+        if to < self.base_to {
+            return Err(MrError::OutOfBounds);
+        }
+        let off = to - self.base_to;
+        let region_end = self.base_to.saturating_add(self.len as u64);
+        if end > region_end {
+            return Err(MrError::OutOfBounds);
+        }
+        usize::try_from(off).map_err(|_| MrError::OutOfBounds)
+    }
+
+    fn range_ok(&self, offset: usize, len: usize) -> Result<(), MrError> {
+        match offset.checked_add(len) {
+            Some(end) if end <= self.len => Ok(()),
+            _ => Err(MrError::OutOfBounds),
+        }
+    }
+
+    /// Stores the octets `data` at `byte_in_word..` of word `wi`, keeping its other
+    /// octets (CAS loop), with `order` on success.
+    fn merge_word(&self, wi: usize, byte_in_word: usize, data: &[u8], order: Ordering) {
+        let Some(word) = self.words.get(wi) else {
+            return;
+        };
+        let mut mask = [0u8; W];
+        let mut val = [0u8; W];
+        for (i, &b) in data.iter().enumerate() {
+            if let (Some(m), Some(v)) = (
+                mask.get_mut(byte_in_word + i),
+                val.get_mut(byte_in_word + i),
+            ) {
+                *m = 0xFF;
+                *v = b;
+            }
+        }
+        let mask = u64::from_ne_bytes(mask);
+        let val = u64::from_ne_bytes(val);
+        if mask == u64::MAX {
+            word.store(val, order);
+            return;
+        }
+        let mut cur = word.load(Ordering::Relaxed);
+        loop {
+            let new = (cur & !mask) | val;
+            match word.compare_exchange_weak(cur, new, order, Ordering::Relaxed) {
+                Ok(_) => return,
+                Err(c) => cur = c,
+            }
+        }
+    }
+
+    /// Writes `data` at region offset `offset` with relaxed stores.
+    pub fn write(&self, offset: usize, data: &[u8]) -> Result<(), MrError> {
+        self.range_ok(offset, data.len())?;
+        self.write_unchecked_range(offset, data, Ordering::Relaxed);
+        Ok(())
+    }
+
+    /// The copy loop; the range is known to be in bounds. `last_order` is used for the
+    /// word holding the final octet.
+    fn write_unchecked_range(&self, offset: usize, mut data: &[u8], last_order: Ordering) {
+        if data.is_empty() {
+            return;
+        }
+        let mut wi = offset / W;
+        let head = offset % W;
+        if head != 0 {
+            let n = (W - head).min(data.len());
+            let (h, rest) = data.split_at(n);
+            let order = if rest.is_empty() {
+                last_order
+            } else {
+                Ordering::Relaxed
+            };
+            self.merge_word(wi, head, h, order);
+            data = rest;
+            wi += 1;
+        }
+        let full = data.len() / W;
+        let tail_len = data.len() % W;
+        // The last full word gets `last_order` only when there is no tail.
+        let (body, tail) = data.split_at(full * W);
+        if let Some(words) = self.words.get(wi..wi + full) {
+            let nbody = words.len();
+            for (i, (w, c)) in words.iter().zip(body.chunks_exact(W)).enumerate() {
+                let mut a = [0u8; W];
+                a.copy_from_slice(c);
+                let order = if tail_len == 0 && i + 1 == nbody {
+                    last_order
+                } else {
+                    Ordering::Relaxed
+                };
+                w.store(u64::from_ne_bytes(a), order);
+            }
+        }
+        if !tail.is_empty() {
+            self.merge_word(wi + full, 0, tail, last_order);
+        }
+    }
+
+    /// Writes `data` at `offset` so that the octets before the last eight-octet word are
+    /// stored relaxed and the word holding the final octet is stored with Release: a
+    /// poller that sees the final octet ([`load_u8_acquire`](Self::load_u8_acquire)) sees
+    /// all of `data`.
+    pub fn write_last_visible_last(&self, offset: usize, data: &[u8]) -> Result<(), MrError> {
+        self.range_ok(offset, data.len())?;
+        self.write_unchecked_range(offset, data, Ordering::Release);
+        Ok(())
+    }
+
+    /// Reads `out.len()` octets at region offset `offset` (relaxed loads).
+    pub fn read(&self, offset: usize, out: &mut [u8]) -> Result<(), MrError> {
+        self.range_ok(offset, out.len())?;
+        let mut out = out;
+        let mut wi = offset / W;
+        let head = offset % W;
+        if head != 0 && !out.is_empty() {
+            let n = (W - head).min(out.len());
+            let (h, rest) = out.split_at_mut(n);
+            let v = self
+                .words
+                .get(wi)
+                .map_or(0, |w| w.load(Ordering::Relaxed))
+                .to_ne_bytes();
+            if let Some(src) = v.get(head..head + n) {
+                h.copy_from_slice(src);
+            }
+            out = rest;
+            wi += 1;
+        }
+        let full = out.len() / W;
+        let (body, tail) = out.split_at_mut(full * W);
+        if let Some(words) = self.words.get(wi..wi + full) {
+            for (w, c) in words.iter().zip(body.chunks_exact_mut(W)) {
+                c.copy_from_slice(&w.load(Ordering::Relaxed).to_ne_bytes());
+            }
+        }
+        if !tail.is_empty() {
+            let v = self
+                .words
+                .get(wi + full)
+                .map_or(0, |w| w.load(Ordering::Relaxed))
+                .to_ne_bytes();
+            let n = tail.len();
+            if let Some(src) = v.get(..n) {
+                tail.copy_from_slice(src);
+            }
+        }
+        Ok(())
+    }
+
+    /// Appends `len` octets from region offset `offset` to `out`.
+    pub fn append_to(&self, offset: usize, len: usize, out: &mut Vec<u8>) -> Result<(), MrError> {
+        self.range_ok(offset, len)?;
+        let start = out.len();
+        out.resize(start + len, 0);
+        let dst = out.get_mut(start..).unwrap_or_default();
+        self.read(offset, dst)
+    }
+
+    /// The octet at `offset`, loaded with Acquire (for pollers; see
+    /// [`write_last_visible_last`](Self::write_last_visible_last)); `None` out of range.
+    pub fn load_u8_acquire(&self, offset: usize) -> Option<u8> {
+        if offset >= self.len {
+            return None;
+        }
+        let w = self.words.get(offset / W)?.load(Ordering::Acquire);
+        w.to_ne_bytes().get(offset % W).copied()
+    }
+
+    /// Sets every octet to `byte` (relaxed).
+    pub fn fill(&self, byte: u8) {
+        let v = u64::from_ne_bytes([byte; W]);
+        for w in self.words.iter() {
+            w.store(v, Ordering::Relaxed);
+        }
+    }
+
+    /// The whole region as a new vector (tests and diagnostics).
+    pub fn to_vec(&self) -> Vec<u8> {
+        let mut v = vec![0u8; self.len];
+        let _ = self.read(0, &mut v);
+        v
+    }
+}
+
+/// The table of registered regions, shared by the consumer and the core through an `Arc`.
+#[derive(Debug, Default)]
+pub struct MrTable {
+    inner: RwLock<Slots>,
+}
+
+#[derive(Debug, Default)]
+struct Slots {
+    /// Indexed by STag index; index 0 is never used.
+    regions: Vec<Option<Arc<MemoryRegion>>>,
+    /// The key the next registration of each index uses.
+    next_key: Vec<u8>,
+    /// Free indices.
+    free: Vec<u32>,
+}
+
+/// The largest STag index (24 bits).
+pub const MAX_STAG_INDEX: u32 = 0x00FF_FFFF;
+
+impl MrTable {
+    /// An empty table.
+    pub fn new() -> MrTable {
+        MrTable::default()
+    }
+
+    /// Registers a zeroed region of `len` octets whose first octet has TO `base_to`.
+    pub fn register(
+        &self,
+        pd: u32,
+        base_to: u64,
+        len: usize,
+        access: Access,
+    ) -> Result<Arc<MemoryRegion>, MrError> {
+        let mut s = self.inner.write().unwrap_or_else(|e| e.into_inner());
+        if s.regions.is_empty() {
+            s.regions.push(None);
+            s.next_key.push(0);
+        }
+        let index = match s.free.pop() {
+            Some(i) => i,
+            None => {
+                let i = u32::try_from(s.regions.len()).map_err(|_| MrError::NoStag)?;
+                if i > MAX_STAG_INDEX {
+                    return Err(MrError::NoStag);
+                }
+                s.regions.push(None);
+                // Start keys at different values so STags do not look alike.
+                s.next_key.push((i as u8).wrapping_mul(37));
+                i
+            }
+        };
+        let iu = index as usize;
+        let key = s.next_key.get(iu).copied().unwrap_or(0);
+        let stag = (index << 8) | u32::from(key);
+        let mr = match MemoryRegion::new(stag, pd, base_to, len, access) {
+            Ok(mr) => Arc::new(mr),
+            Err(e) => {
+                s.free.push(index);
+                return Err(e);
+            }
+        };
+        if let Some(slot) = s.regions.get_mut(iu) {
+            *slot = Some(mr.clone());
+        }
+        if let Some(k) = s.next_key.get_mut(iu) {
+            *k = key.wrapping_add(1);
+        }
+        Ok(mr)
+    }
+
+    /// The region with this STag (index and key), valid or not.
+    pub fn lookup(&self, stag: u32) -> Option<Arc<MemoryRegion>> {
+        let s = self.inner.read().unwrap_or_else(|e| e.into_inner());
+        match s.regions.get((stag >> 8) as usize) {
+            Some(Some(mr)) if mr.stag == stag => Some(mr.clone()),
+            _ => None,
+        }
+    }
+
+    /// Removes the region (and invalidates it, so holders of its `Arc` see it gone);
+    /// false if no region has this STag.
+    pub fn deregister(&self, stag: u32) -> bool {
+        let mut s = self.inner.write().unwrap_or_else(|e| e.into_inner());
+        let index = stag >> 8;
+        let Some(slot) = s.regions.get_mut(index as usize) else {
+            return false;
+        };
+        match slot {
+            Some(mr) if mr.stag == stag => {
+                mr.invalidate();
+                *slot = None;
+                s.free.push(index);
+                true
+            }
+            _ => false,
+        }
+    }
+
+    /// Invalidates the region `stag` on behalf of protection domain `pd` (Send with
+    /// Invalidate, local invalidate). Errors: no such STag ([`MrError::InvalidStag`]),
+    /// another PD ([`MrError::PdMismatch`]), already invalid ([`MrError::Invalidated`]).
+    pub fn invalidate(&self, stag: u32, pd: u32) -> Result<(), MrError> {
+        let mr = self.lookup(stag).ok_or(MrError::InvalidStag)?;
+        if mr.pd != pd {
+            return Err(MrError::PdMismatch);
+        }
+        if mr.invalidate() {
+            Ok(())
+        } else {
+            Err(MrError::Invalidated)
+        }
+    }
+
+    /// How many regions are registered.
+    pub fn len(&self) -> usize {
+        let s = self.inner.read().unwrap_or_else(|e| e.into_inner());
+        s.regions.iter().filter(|r| r.is_some()).count()
+    }
+
+    /// Whether no region is registered.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    #[test]
+    fn access_bits() {
+        let a = Access::LOCAL_WRITE | Access::REMOTE_WRITE;
+        assert!(a.contains(Access::LOCAL_WRITE));
+        assert!(a.contains(Access::REMOTE_WRITE));
+        assert!(!a.contains(Access::REMOTE_READ));
+        assert!(a.contains(Access::empty()));
+        assert_eq!(format!("{a:?}"), "Access(LOCAL_WRITE | REMOTE_WRITE)");
+        assert_eq!(format!("{:?}", Access::empty()), "Access(empty)");
+        assert!(Access::all().contains(a | Access::REMOTE_READ));
+    }
+
+    #[test]
+    fn table_stags() {
+        let t = MrTable::new();
+        let a = t.register(1, 0x1000, 100, Access::all()).unwrap();
+        assert!(a.stag() > 1);
+        assert_eq!(t.lookup(a.stag()).unwrap().stag(), a.stag());
+        assert!(t.lookup(a.stag() ^ 1).is_none());
+        assert!(t.lookup(0).is_none() && t.lookup(1).is_none());
+        let old = a.stag();
+        assert!(t.deregister(old));
+        assert!(!t.deregister(old));
+        assert!(!a.is_valid());
+        let b = t.register(1, 0, 8, Access::empty()).unwrap();
+        assert_eq!(b.stag() >> 8, old >> 8, "index reused");
+        assert_ne!(b.stag(), old, "key rotated");
+        assert!(t.lookup(old).is_none());
+        assert_eq!(t.invalidate(b.stag(), 2), Err(MrError::PdMismatch));
+        assert_eq!(t.invalidate(b.stag(), 1), Ok(()));
+        assert_eq!(t.invalidate(b.stag(), 1), Err(MrError::Invalidated));
+        assert_eq!(t.invalidate(0x7777_7700, 1), Err(MrError::InvalidStag));
+        assert_eq!(t.len(), 1);
+    }
+
+    #[test]
+    fn check_rules() {
+        let mr = MemoryRegion::new(0x100, 1, 1000, 100, Access::REMOTE_WRITE).unwrap();
+        assert_eq!(mr.check(1000, 100, Access::REMOTE_WRITE), Ok(0));
+        assert_eq!(mr.check(1050, 50, Access::REMOTE_WRITE), Ok(50));
+        assert_eq!(mr.check(1100, 0, Access::REMOTE_WRITE), Ok(100));
+        assert_eq!(
+            mr.check(1050, 51, Access::REMOTE_WRITE),
+            Err(MrError::OutOfBounds)
+        );
+        assert_eq!(
+            mr.check(999, 1, Access::REMOTE_WRITE),
+            Err(MrError::OutOfBounds)
+        );
+        assert_eq!(
+            mr.check(u64::MAX, 2, Access::REMOTE_WRITE),
+            Err(MrError::ToWrap)
+        );
+        assert_eq!(
+            mr.check(1000, 1, Access::REMOTE_READ),
+            Err(MrError::AccessDenied)
+        );
+        mr.invalidate();
+        assert_eq!(
+            mr.check(1000, 1, Access::REMOTE_WRITE),
+            Err(MrError::Invalidated)
+        );
+        assert_eq!(mr.write(90, &[0; 11]), Err(MrError::OutOfBounds));
+        assert_eq!(mr.read(usize::MAX, &mut [0; 2]), Err(MrError::OutOfBounds));
+        assert_eq!(mr.load_u8_acquire(100), None);
+    }
+
+    #[test]
+    fn last_visible_last_and_fill() {
+        let mr = MemoryRegion::new(0x100, 1, 0, 37, Access::all()).unwrap();
+        mr.fill(0xAA);
+        assert_eq!(mr.to_vec(), vec![0xAA; 37]);
+        let data: Vec<u8> = (0..30).collect();
+        mr.write_last_visible_last(3, &data).unwrap();
+        assert_eq!(mr.load_u8_acquire(32), Some(29));
+        let v = mr.to_vec();
+        assert_eq!(&v[..3], &[0xAA; 3]);
+        assert_eq!(&v[3..33], &data[..]);
+        assert_eq!(&v[33..], &[0xAA; 4]);
+    }
+
+    proptest! {
+        #[test]
+        fn write_read_round_trip(len in 0usize..80, off in 0usize..80, n in 0usize..80, last in any::<bool>()) {
+            let mr = MemoryRegion::new(0x100, 1, 0, len, Access::all()).unwrap();
+            mr.fill(0x5A);
+            let data: Vec<u8> = (0..n).map(|i| i as u8 ^ 0xC3).collect();
+            let r = if last { mr.write_last_visible_last(off, &data) } else { mr.write(off, &data) };
+            let mut model = vec![0x5Au8; len];
+            if off + n <= len {
+                prop_assert!(r.is_ok());
+                model[off..off + n].copy_from_slice(&data);
+                let mut back = vec![0u8; n];
+                mr.read(off, &mut back).unwrap();
+                prop_assert_eq!(&back, &data);
+                let mut appended = vec![9u8];
+                mr.append_to(off, n, &mut appended).unwrap();
+                prop_assert_eq!(&appended[1..], &data[..]);
+            } else {
+                prop_assert_eq!(r, Err(MrError::OutOfBounds));
+            }
+            prop_assert_eq!(mr.to_vec(), model);
+        }
+    }
+}
