@@ -1,0 +1,11 @@
+//! `iwarp`: the library half of the iWARP appliance command line.
+//!
+//! The `iwarp` binary (`src/main.rs`) holds the command line itself; this library holds
+//! the parts other programs and integration tests use directly:
+//!
+//! * [`report`]: the result reporting of `iwarp bench`, a perftest-like RDMA benchmark:
+//!   bandwidth and latency meters, perftest 4.5's text layout, JSON, HdrHistogram
+//!   percentile files (`--hgrm`) and a terminal progress line.
+#![forbid(unsafe_code)]
+
+pub mod report;

@@ -1,0 +1,941 @@
+//! Result reporting for `iwarp bench`, following perftest 4.5's conventions.
+//!
+//! The benchmark runner measures; this module turns the measurements into figures and
+//! output:
+//!
+//! * [`BwMeter`] → [`BwSample`]: bandwidth (`ib_write_bw`-style) from per-message post and
+//!   completion timestamps.
+//! * [`LatMeter`] → [`LatSample`]: latency (`ib_write_lat`-style) from an
+//!   [`hdrhistogram::Histogram`] of nanoseconds.
+//! * Text: [`bw_header`], [`bw_line`], [`lat_header`], [`lat_line`], [`footer`] (and
+//!   [`to_text`] for a whole [`Report`]), laid out as perftest prints them.
+//! * JSON: [`to_json`] of a [`Report`]; every type here is `Serialize + Deserialize`.
+//! * `--hgrm FILE`: [`write_hgrm`], HdrHistogram's percentile distribution text.
+//! * [`Progress`]: a one-line progress indicator on a terminal's stderr.
+//!
+//! # Units
+//!
+//! * Bandwidth is in **MiB/sec**: 2^20 octets per second, as perftest's default report
+//!   (`format_factor = 0x100000`; perftest 4.5 labels the columns `[MiB/sec]`; older
+//!   releases said `[MB/sec]` for the same 2^20 unit).
+//! * Message rate is in **Mpps**: 10^6 messages per second.
+//! * Latency is in **µs** (`usec`), as `f64`.
+//!
+//! # Bandwidth: perftest's definitions, as implemented here
+//!
+//! perftest records `tposted[i]` when work request *i* is posted and `tcompleted[j]` when
+//! the completion of *j* is polled (`print_report_bw` in `perftest_parameters.c`).
+//!
+//! * **Average** = `size × n / (tcompleted[n−1] − tposted[0])`: all octets over the time
+//!   from the first post to the last completion. **MsgRate** = `n / (same time)`.
+//! * **Peak** = `size / Δ`, where `Δ = min over i ≤ j of (tcompleted[j] − tposted[i]) /
+//!   (j − i + 1)`: the best per-message time over any run of consecutive messages.
+//!   perftest scans every pair (O(n²)); [`BwMeter`] finds the same minimum exactly in
+//!   O(n log n) (a tangent to the upper convex hull of the post times), so it stays cheap
+//!   for millions of iterations. perftest does the division in integer cycles; we keep
+//!   nanoseconds in exact integer arithmetic and divide once, in `f64`.
+//! * With completion moderation (one completion for several messages) the runner calls
+//!   [`BwMeter::complete_n`], which gives every covered message the completion's time;
+//!   that cannot lower Δ below what perftest's signalled-only scan finds.
+//! * Duration-mode runs (perftest `-D`) have no peak: perftest prints `0.00`; so does
+//!   [`BwSample::from_elapsed`].
+//!
+//! # Latency: perftest's definitions, as implemented here
+//!
+//! perftest's `print_report_lat` sorts the samples and reports min, max, median
+//! (`t_typical`), mean, population standard deviation and the 99 % and 99.9 % points.
+//! For ping-pong tests (write-lat, send-lat) each sample is **half a round trip**
+//! (`rtt_factor = 2`); for read-lat it is the whole read. **[`LatMeter::record`] takes
+//! already-halved values**: the runner divides a write/send round trip by two before
+//! recording it.
+//!
+//! Differences, all deliberate and small:
+//! * Figures come from the histogram (3 significant digits), not from the sorted array:
+//!   percentiles are the histogram's `value_at_quantile` (the highest value equivalent to
+//!   the sample at that rank), mean and stdev are the histogram's.
+//! * perftest drops the two largest samples (`LAT_MEASURE_TAIL`) before computing the
+//!   figures, so its `t_max` is the third-largest sample; we report every sample, and
+//!   `t_max` is the true maximum.
+//! * `#iterations` is the number of samples recorded (perftest prints the configured
+//!   iteration count, one more than its sample count).
+//!
+//! # Text layout
+//!
+//! Lines are perftest 4.5's `REPORT_FMT` / `REPORT_FMT_LAT` layouts. perftest's format
+//! strings contain tab characters; we expand them at 8-column tab stops (as a terminal
+//! shows them), so the text is aligned the same everywhere, and we strip trailing
+//! spaces. A parser that splits perftest's output on white space reads ours the same way.
+//! Every text function returns whole lines, each ending in `\n` (print with `print!`).
+//!
+//! ```text
+//! ---------------------------------------------------------------------------------------
+//!  #bytes     #iterations    BW peak[MiB/sec]    BW average[MiB/sec]   MsgRate[Mpps]
+//!  65536      1000             62.50              62.50                0.001000
+//! ---------------------------------------------------------------------------------------
+//! ```
+
+use std::fmt::Write as _;
+use std::io::{self, IsTerminal, Write};
+use std::time::{Duration, Instant};
+
+use hdrhistogram::Histogram;
+use serde::{Deserialize, Serialize};
+
+/// Octets in one MiB: perftest's bandwidth unit is MiB/sec (`format_factor = 0x100000`).
+pub const MIB: f64 = 1_048_576.0;
+
+/// Width of perftest's dashed separator line (`RESULT_LINE`).
+pub const RESULT_LINE_WIDTH: usize = 87;
+
+/// The column header of a bandwidth report (perftest 4.5 `RESULT_FMT`, MiB/sec).
+pub const BW_COLUMNS: &str =
+    " #bytes     #iterations    BW peak[MiB/sec]    BW average[MiB/sec]   MsgRate[Mpps]";
+
+/// The column header of a latency report (perftest 4.5 `RESULT_FMT_LAT`).
+pub const LAT_COLUMNS: &str = " #bytes #iterations    t_min[usec]    t_max[usec]  t_typical[usec]    t_avg[usec]    t_stdev[usec]   99% percentile[usec]   99.9% percentile[usec]";
+
+// ------------------------------------------------------------------------------------------
+// Samples
+// ------------------------------------------------------------------------------------------
+
+/// One bandwidth result: one line of a perftest `*_bw` report.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct BwSample {
+    /// Message size in octets (`#bytes`).
+    pub bytes: u64,
+    /// Messages completed (`#iterations`).
+    pub iterations: u64,
+    /// Peak bandwidth, MiB/sec (2^20 octets/s); 0.0 when not measured (duration mode).
+    pub peak_mib_s: f64,
+    /// Average bandwidth, MiB/sec: all octets over first post to last completion.
+    pub avg_mib_s: f64,
+    /// Average message rate, millions of messages per second.
+    pub msg_rate_mpps: f64,
+}
+
+impl BwSample {
+    /// A sample from totals alone: `iterations` messages of `bytes` octets in `elapsed`.
+    ///
+    /// There is no peak (0.0), as in perftest's duration mode. A zero `elapsed` gives
+    /// all-zero rates rather than infinities.
+    pub fn from_elapsed(bytes: u64, iterations: u64, elapsed: Duration) -> BwSample {
+        let (avg_mib_s, msg_rate_mpps) = rates(bytes, iterations, elapsed.as_nanos());
+        BwSample {
+            bytes,
+            iterations,
+            peak_mib_s: 0.0,
+            avg_mib_s,
+            msg_rate_mpps,
+        }
+    }
+}
+
+/// Average MiB/s and Mpps of `iterations` messages of `bytes` in `nanos` nanoseconds.
+fn rates(bytes: u64, iterations: u64, nanos: u128) -> (f64, f64) {
+    if nanos == 0 {
+        return (0.0, 0.0);
+    }
+    let secs = nanos as f64 / 1e9;
+    let avg = bytes as f64 * iterations as f64 / secs / MIB;
+    let rate = iterations as f64 / secs / 1e6;
+    (avg, rate)
+}
+
+/// One latency result: one line of a perftest `*_lat` report. All times in µs.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct LatSample {
+    /// Message size in octets (`#bytes`).
+    pub bytes: u64,
+    /// Samples recorded (`#iterations`).
+    pub iterations: u64,
+    /// Smallest sample, µs.
+    pub t_min: f64,
+    /// Largest sample, µs.
+    pub t_max: f64,
+    /// Median (perftest's `t_typical`), µs.
+    pub t_typical: f64,
+    /// Mean, µs.
+    pub t_avg: f64,
+    /// Population standard deviation, µs.
+    pub t_stdev: f64,
+    /// 99th percentile, µs.
+    pub p99: f64,
+    /// 99.9th percentile, µs.
+    pub p999: f64,
+}
+
+impl LatSample {
+    /// The figures of a histogram of **nanoseconds** (see the module docs for the
+    /// definitions). An empty histogram gives all-zero figures.
+    pub fn from_histogram(bytes: u64, hist: &Histogram<u64>) -> LatSample {
+        if hist.is_empty() {
+            return LatSample {
+                bytes,
+                iterations: 0,
+                t_min: 0.0,
+                t_max: 0.0,
+                t_typical: 0.0,
+                t_avg: 0.0,
+                t_stdev: 0.0,
+                p99: 0.0,
+                p999: 0.0,
+            };
+        }
+        let us = |ns: u64| ns as f64 / 1000.0;
+        LatSample {
+            bytes,
+            iterations: hist.len(),
+            t_min: us(hist.min()),
+            t_max: us(hist.max()),
+            t_typical: us(hist.value_at_quantile(0.5)),
+            t_avg: hist.mean() / 1000.0,
+            t_stdev: hist.stdev() / 1000.0,
+            p99: us(hist.value_at_quantile(0.99)),
+            p999: us(hist.value_at_quantile(0.999)),
+        }
+    }
+}
+
+// ------------------------------------------------------------------------------------------
+// Meters
+// ------------------------------------------------------------------------------------------
+
+/// Bandwidth meter: collects per-message post and completion timestamps and computes a
+/// [`BwSample`] with perftest's definitions (see the module docs).
+///
+/// Timestamps are [`Duration`]s since any fixed origin the caller chooses (for example an
+/// `Instant` taken before the first post); the meter never reads a clock. Message *k*'s
+/// completion is the *k*-th completion recorded: RDMA completes a queue pair's work
+/// requests in order. Memory: 16 octets per message, as perftest's two cycle arrays.
+#[derive(Debug, Clone)]
+pub struct BwMeter {
+    bytes: u64,
+    posted: Vec<u64>,
+    completed: Vec<u64>,
+}
+
+fn nanos(t: Duration) -> u64 {
+    u64::try_from(t.as_nanos()).unwrap_or(u64::MAX)
+}
+
+impl BwMeter {
+    /// A meter for messages of `bytes` octets.
+    pub fn new(bytes: u64) -> BwMeter {
+        BwMeter {
+            bytes,
+            posted: Vec::new(),
+            completed: Vec::new(),
+        }
+    }
+
+    /// A meter for messages of `bytes` octets with room for `iterations` messages.
+    pub fn with_capacity(bytes: u64, iterations: usize) -> BwMeter {
+        BwMeter {
+            bytes,
+            posted: Vec::with_capacity(iterations),
+            completed: Vec::with_capacity(iterations),
+        }
+    }
+
+    /// Message size in octets.
+    pub fn bytes(&self) -> u64 {
+        self.bytes
+    }
+
+    /// Record that the next message was posted at `at`.
+    pub fn post(&mut self, at: Duration) {
+        self.posted.push(nanos(at));
+    }
+
+    /// Record that `n` more messages were posted at `at` (a post list).
+    pub fn post_n(&mut self, at: Duration, n: usize) {
+        let t = nanos(at);
+        self.posted.extend(std::iter::repeat_n(t, n));
+    }
+
+    /// Record that the next message's completion was seen at `at`.
+    pub fn complete(&mut self, at: Duration) {
+        self.completed.push(nanos(at));
+    }
+
+    /// Record that one completion seen at `at` covers `n` more messages (completion
+    /// moderation).
+    pub fn complete_n(&mut self, at: Duration, n: usize) {
+        let t = nanos(at);
+        self.completed.extend(std::iter::repeat_n(t, n));
+    }
+
+    /// Messages posted so far.
+    pub fn posted(&self) -> u64 {
+        self.posted.len() as u64
+    }
+
+    /// Messages completed so far.
+    pub fn completed(&self) -> u64 {
+        self.completed.len() as u64
+    }
+
+    /// The figures so far, over the messages both posted and completed.
+    ///
+    /// No message gives all zeros. Timestamps out of order (a completion before its post)
+    /// are bad input: they never panic, and a non-positive best time gives a peak of 0.0.
+    pub fn sample(&self) -> BwSample {
+        let n = self.posted.len().min(self.completed.len());
+        if n == 0 {
+            return BwSample {
+                bytes: self.bytes,
+                iterations: 0,
+                peak_mib_s: 0.0,
+                avg_mib_s: 0.0,
+                msg_rate_mpps: 0.0,
+            };
+        }
+        let span = self.completed[n - 1].saturating_sub(self.posted[0]);
+        let (avg_mib_s, msg_rate_mpps) = rates(self.bytes, n as u64, u128::from(span));
+        let peak_mib_s = match best_per_message(&self.posted[..n], &self.completed[..n]) {
+            Some((num, den)) if num > 0 => {
+                // size / (num/den ns) in MiB/s.
+                self.bytes as f64 * den as f64 * 1e9 / num as f64 / MIB
+            }
+            _ => 0.0,
+        };
+        BwSample {
+            bytes: self.bytes,
+            iterations: n as u64,
+            peak_mib_s,
+            avg_mib_s,
+            msg_rate_mpps,
+        }
+    }
+}
+
+/// `min over i ≤ j of (completed[j] − posted[i]) / (j − i + 1)` as an exact fraction
+/// `(numerator ns, denominator messages)`, or `None` for empty input.
+///
+/// Points `B_i = (i, posted[i])` and `A_j = (j + 1, completed[j])`: the ratio is the slope
+/// from `B_i` to `A_j`. For each `j` the smallest slope from any `B_i` (i ≤ j, all left of
+/// `A_j`) is the tangent from `A_j` to the upper convex hull of those points, found by
+/// binary search (slopes to `A_j` along the hull fall, then rise).
+pub(crate) fn best_per_message(posted: &[u64], completed: &[u64]) -> Option<(i128, i128)> {
+    let n = posted.len().min(completed.len());
+    let mut hull: Vec<(i128, i128)> = Vec::new();
+    let mut best: Option<(i128, i128)> = None;
+    // cross((o→a) × (o→b)) ≥ 0: b is on or left of o→a (a not strictly above o–b).
+    let cross = |o: (i128, i128), a: (i128, i128), b: (i128, i128)| {
+        (a.0 - o.0) * (b.1 - o.1) - (a.1 - o.1) * (b.0 - o.0)
+    };
+    for j in 0..n {
+        let p = (j as i128, i128::from(posted[j]));
+        while hull.len() >= 2 && cross(hull[hull.len() - 2], hull[hull.len() - 1], p) >= 0 {
+            hull.pop();
+        }
+        hull.push(p);
+        let a = (j as i128 + 1, i128::from(completed[j]));
+        // slope(h, a) as a fraction with a positive denominator.
+        let slope = |h: (i128, i128)| (a.1 - h.1, a.0 - h.0);
+        // le(x, y): x ≤ y for fractions with positive denominators.
+        let le = |x: (i128, i128), y: (i128, i128)| x.0 * y.1 <= y.0 * x.1;
+        // First k whose successor is not better: slopes fall then rise along the hull.
+        let (mut lo, mut hi) = (0usize, hull.len() - 1);
+        while lo < hi {
+            let mid = (lo + hi) / 2;
+            if le(slope(hull[mid + 1]), slope(hull[mid])) {
+                lo = mid + 1;
+            } else {
+                hi = mid;
+            }
+        }
+        let cand = slope(hull[lo]);
+        best = match best {
+            Some(b) if le(b, cand) => Some(b),
+            _ => Some(cand),
+        };
+    }
+    best
+}
+
+/// Latency meter: a histogram of nanoseconds (3 significant digits, auto-resizing).
+///
+/// **Record already-halved values** for ping-pong tests (write-lat, send-lat): perftest's
+/// latency is half the round trip. Read-lat records the whole read.
+#[derive(Debug, Clone)]
+pub struct LatMeter {
+    bytes: u64,
+    hist: Histogram<u64>,
+}
+
+impl LatMeter {
+    /// A meter for messages of `bytes` octets.
+    pub fn new(bytes: u64) -> LatMeter {
+        // 1 ns .. 1 s to start, 3 significant digits; grows as needed.
+        let mut hist = Histogram::new_with_bounds(1, 1_000_000_000, 3)
+            .expect("constant histogram bounds are valid");
+        hist.auto(true);
+        LatMeter { bytes, hist }
+    }
+
+    /// Message size in octets.
+    pub fn bytes(&self) -> u64 {
+        self.bytes
+    }
+
+    /// Record one latency (already halved for round-trip tests).
+    pub fn record(&mut self, latency: Duration) {
+        // Clamp to what an auto-resizing histogram can hold (about 292 years).
+        let ns = nanos(latency).min(i64::MAX as u64 / 2);
+        self.hist.saturating_record(ns);
+    }
+
+    /// Samples recorded.
+    pub fn len(&self) -> u64 {
+        self.hist.len()
+    }
+
+    /// Whether nothing has been recorded.
+    pub fn is_empty(&self) -> bool {
+        self.hist.is_empty()
+    }
+
+    /// The histogram of nanoseconds (for [`write_hgrm`] with `unit_ratio` 1000.0).
+    pub fn histogram(&self) -> &Histogram<u64> {
+        &self.hist
+    }
+
+    /// The figures so far.
+    pub fn sample(&self) -> LatSample {
+        LatSample::from_histogram(self.bytes, &self.hist)
+    }
+}
+
+// ------------------------------------------------------------------------------------------
+// Report and JSON
+// ------------------------------------------------------------------------------------------
+
+/// The run's parameters, shown in the text banner and carried in the JSON.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct ReportParams {
+    /// Message size in octets.
+    pub size: u64,
+    /// Iterations asked for (0 in duration mode).
+    pub iterations: u64,
+    /// Run length asked for, seconds, in duration mode.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub duration_s: Option<f64>,
+    /// MPA mode, e.g. `"rev1 markers=off crc=on"`.
+    pub mpa: String,
+    /// Injected faults, e.g. `"none"` or `"drop=0.01"`.
+    pub faults: String,
+    /// The link, e.g. `"memory"` (in-process link) or `"dpdk 0000:01:00.0"`.
+    pub link: String,
+}
+
+/// One result line: bandwidth or latency.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum Sample {
+    /// A bandwidth line.
+    Bw(BwSample),
+    /// A latency line.
+    Lat(LatSample),
+}
+
+/// A whole benchmark report: what [`to_json`] and [`to_text`] render.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Report {
+    /// perftest's verb name for the test: `"RDMA_Write"`, `"RDMA_Read"` or `"Send"`.
+    pub test: String,
+    /// The run's parameters.
+    pub params: ReportParams,
+    /// The result lines, in order (one per message size).
+    pub samples: Vec<Sample>,
+}
+
+/// The report as one JSON object (pretty-printed, ending in a newline). The figures are
+/// the same as the text's, unrounded.
+///
+/// ```text
+/// {"test": "RDMA_Write", "params": {"size": 65536, ...},
+///  "samples": [{"kind": "bw", "bytes": 65536, "iterations": 1000, "peak_mib_s": ..., ...}]}
+/// ```
+pub fn to_json(report: &Report) -> String {
+    let mut s = serde_json::to_string_pretty(report).unwrap_or_else(|e| {
+        // Serialization of these plain types cannot fail except on a non-finite float,
+        // which serde_json writes as null rather than failing; keep a clear message anyway.
+        format!("{{\"error\": \"{e}\"}}")
+    });
+    s.push('\n');
+    s
+}
+
+// ------------------------------------------------------------------------------------------
+// Text
+// ------------------------------------------------------------------------------------------
+
+/// Expand tabs at 8-column stops and strip trailing white space; append `\n`.
+fn expand_line(s: &str) -> String {
+    let mut out = String::with_capacity(s.len() + 16);
+    let mut col = 0usize;
+    for c in s.chars() {
+        if c == '\t' {
+            let next = (col / 8 + 1) * 8;
+            out.extend(std::iter::repeat_n(' ', next - col));
+            col = next;
+        } else {
+            out.push(c);
+            col += 1;
+        }
+    }
+    let mut out = out.trim_end().to_string();
+    out.push('\n');
+    out
+}
+
+/// perftest's dashed separator line (87 dashes), with its newline.
+pub fn footer() -> String {
+    let mut s = "-".repeat(RESULT_LINE_WIDTH);
+    s.push('\n');
+    s
+}
+
+/// perftest-style banner: separator, centred-ish title, one ` key : value` line per
+/// parameter, separator.
+fn banner(title: &str, params: &ReportParams) -> String {
+    let mut s = footer();
+    let _ = writeln!(s, "{:20}{title}", "");
+    let mut kv = |k: &str, v: &str| {
+        let _ = writeln!(s, " {k:<16}: {v}");
+    };
+    kv("Message size", &format!("{}[B]", params.size));
+    match params.duration_s {
+        Some(d) => kv("Duration", &format!("{d}[sec]")),
+        None => kv("Iterations", &params.iterations.to_string()),
+    }
+    kv("MPA mode", &params.mpa);
+    kv("Faults", &params.faults);
+    kv("Link", &params.link);
+    s.push_str(&footer());
+    s
+}
+
+/// The head of a bandwidth report: the banner (`"{test} BW Test"` and the parameters),
+/// then perftest's column header. `test` is perftest's verb name (`"RDMA_Write"`, ...).
+pub fn bw_header(test: &str, params: &ReportParams) -> String {
+    let mut s = banner(&format!("{test} BW Test"), params);
+    s.push_str(&bw_columns());
+    s
+}
+
+/// Just the column header of a bandwidth report, with its newline.
+pub fn bw_columns() -> String {
+    expand_line(BW_COLUMNS)
+}
+
+/// One bandwidth line in perftest 4.5's layout (`REPORT_FMT`): size, iterations, peak
+/// and average to 2 decimals, message rate to 6.
+pub fn bw_line(s: &BwSample) -> String {
+    expand_line(&format!(
+        " {:<7}    {:<10}       {:<7.2}            {:<7.2}\t\t     {:<7.6}",
+        s.bytes, s.iterations, s.peak_mib_s, s.avg_mib_s, s.msg_rate_mpps
+    ))
+}
+
+/// The head of a latency report: the banner (`"{test} Latency Test"` and the
+/// parameters), then perftest's column header.
+pub fn lat_header(test: &str, params: &ReportParams) -> String {
+    let mut s = banner(&format!("{test} Latency Test"), params);
+    s.push_str(&lat_columns());
+    s
+}
+
+/// Just the column header of a latency report, with its newline.
+pub fn lat_columns() -> String {
+    expand_line(LAT_COLUMNS)
+}
+
+/// One latency line in perftest 4.5's layout (`REPORT_FMT_LAT`), every time to 2
+/// decimals.
+pub fn lat_line(s: &LatSample) -> String {
+    expand_line(&format!(
+        " {:<7} {}          {:<7.2}        {:<7.2}      {:<7.2}  \t       {:<7.2}     \t{:<7.2}\t\t{:<7.2} \t\t{:<7.2}",
+        s.bytes, s.iterations, s.t_min, s.t_max, s.t_typical, s.t_avg, s.t_stdev, s.p99, s.p999
+    ))
+}
+
+/// The whole report as text: for each run of same-kind samples, its header (banner and
+/// columns; the banner only once), its lines and a closing separator.
+pub fn to_text(report: &Report) -> String {
+    let mut out = String::new();
+    let mut current: Option<bool> = None; // Some(true) = bw block open.
+    for sample in &report.samples {
+        let is_bw = matches!(sample, Sample::Bw(_));
+        if current != Some(is_bw) {
+            if current.is_some() {
+                out.push_str(&footer());
+            }
+            match (current.is_none(), is_bw) {
+                (true, true) => out.push_str(&bw_header(&report.test, &report.params)),
+                (true, false) => out.push_str(&lat_header(&report.test, &report.params)),
+                (false, true) => out.push_str(&bw_columns()),
+                (false, false) => out.push_str(&lat_columns()),
+            }
+            current = Some(is_bw);
+        }
+        match sample {
+            Sample::Bw(b) => out.push_str(&bw_line(b)),
+            Sample::Lat(l) => out.push_str(&lat_line(l)),
+        }
+    }
+    if current.is_some() {
+        out.push_str(&footer());
+    }
+    out
+}
+
+// ------------------------------------------------------------------------------------------
+// HdrHistogram percentile distribution (.hgrm)
+// ------------------------------------------------------------------------------------------
+
+/// Percentile ticks per half distance in [`write_hgrm`] (HdrHistogram's default).
+pub const HGRM_TICKS_PER_HALF_DISTANCE: u32 = 5;
+
+/// Write `hist` in HdrHistogram's percentile distribution format (the text of Java's
+/// `outputPercentileDistribution` and C's `hdr_percentiles_print`, the `.hgrm` files
+/// that HdrHistogram's plotter reads), with 5 percentile ticks per half distance.
+///
+/// Values are divided by `unit_ratio`: for a histogram of nanoseconds, 1000.0 gives
+/// microseconds. Layout: a `Value Percentile TotalCount 1/(1-Percentile)` header and a
+/// blank line; one line per tick (`%12.Nf %2.12f %10d %14.2f`, N = the histogram's
+/// significant digits; the last line, at percentile 1.0, has no inverse column); then
+/// the `#[Mean ...]`, `#[Max ...]` and `#[Buckets ...]` footer lines.
+///
+/// A `unit_ratio` that is not a positive finite number is an error
+/// ([`io::ErrorKind::InvalidInput`]), not a panic.
+pub fn write_hgrm(hist: &Histogram<u64>, out: &mut impl Write, unit_ratio: f64) -> io::Result<()> {
+    if !(unit_ratio.is_finite() && unit_ratio > 0.0) {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!("hgrm unit ratio must be a positive number, not {unit_ratio}"),
+        ));
+    }
+    let digits = usize::from(hist.sigfig());
+    writeln!(
+        out,
+        "{:>12} {:>14} {:>10} {:>14}\n",
+        "Value", "Percentile", "TotalCount", "1/(1-Percentile)"
+    )?;
+    let mut total: u64 = 0;
+    if !hist.is_empty() {
+        for v in hist.iter_quantiles(HGRM_TICKS_PER_HALF_DISTANCE) {
+            total += v.count_since_last_iteration();
+            let value = v.value_iterated_to() as f64 / unit_ratio;
+            let q = v.quantile_iterated_to();
+            if q < 1.0 {
+                writeln!(
+                    out,
+                    "{value:12.digits$} {q:2.12} {total:10} {:14.2}",
+                    1.0 / (1.0 - q)
+                )?;
+            } else {
+                writeln!(out, "{value:12.digits$} {q:2.12} {total:10}")?;
+            }
+        }
+    }
+    let (mean, stdev, max) = if hist.is_empty() {
+        (0.0, 0.0, 0.0)
+    } else {
+        (
+            hist.mean() / unit_ratio,
+            hist.stdev() / unit_ratio,
+            hist.max() as f64 / unit_ratio,
+        )
+    };
+    writeln!(
+        out,
+        "#[Mean    = {mean:12.digits$}, StdDeviation   = {stdev:12.digits$}]"
+    )?;
+    writeln!(
+        out,
+        "#[Max     = {max:12.digits$}, Total count    = {:12}]",
+        hist.len()
+    )?;
+    // counts array length = (buckets + 1) × sub_bucket_count / 2.
+    let buckets = usize::from(hist.buckets());
+    let sub_buckets = 2 * hist.distinct_values() / (buckets + 1);
+    writeln!(
+        out,
+        "#[Buckets = {buckets:12}, SubBuckets     = {sub_buckets:12}]"
+    )?;
+    Ok(())
+}
+
+// ------------------------------------------------------------------------------------------
+// Progress
+// ------------------------------------------------------------------------------------------
+
+/// What a run is measured against: a number of iterations or a length of time.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ProgressTotal {
+    /// The run ends after this many iterations.
+    Iterations(u64),
+    /// The run ends after this long.
+    Duration(Duration),
+}
+
+/// Runs shorter than this never show a progress line.
+pub const PROGRESS_DELAY: Duration = Duration::from_secs(2);
+
+/// At most one redraw per this interval (4 per second).
+pub const PROGRESS_INTERVAL: Duration = Duration::from_millis(250);
+
+/// A one-line progress indicator (percent, rate, ETA) for long runs, no threads.
+///
+/// Call [`Progress::update`] as often as convenient (it is cheap: it only looks at the
+/// clock); it draws at most 4 times a second, and only once the run has lasted
+/// [`PROGRESS_DELAY`] (so short runs print nothing). [`Progress::new`] draws on stderr
+/// only when stderr is a terminal. [`Progress::finish`] clears the line.
+pub struct Progress {
+    total: ProgressTotal,
+    start: Instant,
+    last_draw: Option<Instant>,
+    out: Option<Box<dyn Write>>,
+    drawn: bool,
+}
+
+impl std::fmt::Debug for Progress {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Progress")
+            .field("total", &self.total)
+            .field("start", &self.start)
+            .field("enabled", &self.out.is_some())
+            .field("drawn", &self.drawn)
+            .finish()
+    }
+}
+
+impl Progress {
+    /// A progress line on stderr, starting now; silent unless stderr is a terminal.
+    pub fn new(total: ProgressTotal) -> Progress {
+        let out: Option<Box<dyn Write>> = if io::stderr().is_terminal() {
+            Some(Box::new(io::stderr()))
+        } else {
+            None
+        };
+        Progress::with_output(total, Instant::now(), out)
+    }
+
+    /// A progress line on `out` (always enabled), started at `start`: for tests and for
+    /// callers that choose their own stream.
+    pub fn with_writer(total: ProgressTotal, start: Instant, out: Box<dyn Write>) -> Progress {
+        Progress::with_output(total, start, Some(out))
+    }
+
+    fn with_output(total: ProgressTotal, start: Instant, out: Option<Box<dyn Write>>) -> Progress {
+        Progress {
+            total,
+            start,
+            last_draw: None,
+            out,
+            drawn: false,
+        }
+    }
+
+    /// Whether this indicator will ever draw (stderr is a terminal, or a writer was given).
+    pub fn is_enabled(&self) -> bool {
+        self.out.is_some()
+    }
+
+    /// `done` iterations are complete; redraw if due.
+    pub fn update(&mut self, done: u64) {
+        self.update_at(done, Instant::now());
+    }
+
+    /// As [`Progress::update`], with the caller's clock reading.
+    pub fn update_at(&mut self, done: u64, now: Instant) {
+        if self.out.is_none() {
+            return;
+        }
+        let elapsed = now.saturating_duration_since(self.start);
+        if elapsed < PROGRESS_DELAY {
+            return;
+        }
+        if let Some(last) = self.last_draw {
+            if now.saturating_duration_since(last) < PROGRESS_INTERVAL {
+                return;
+            }
+        }
+        self.last_draw = Some(now);
+        let line = progress_line(self.total, done, elapsed);
+        if let Some(out) = self.out.as_mut() {
+            // A failing stderr is not worth failing a benchmark for.
+            let _ = write!(out, "\r{line}\x1b[K");
+            let _ = out.flush();
+            self.drawn = true;
+        }
+    }
+
+    /// Clear the progress line (if one was drawn). Safe to call more than once.
+    pub fn finish(&mut self) {
+        if self.drawn {
+            if let Some(out) = self.out.as_mut() {
+                let _ = write!(out, "\r\x1b[K");
+                let _ = out.flush();
+            }
+            self.drawn = false;
+        }
+    }
+}
+
+impl Drop for Progress {
+    fn drop(&mut self) {
+        self.finish();
+    }
+}
+
+/// The text of one progress line (no `\r`, no newline): percent, count, rate, ETA.
+pub fn progress_line(total: ProgressTotal, done: u64, elapsed: Duration) -> String {
+    let secs = elapsed.as_secs_f64();
+    let rate = if secs > 0.0 { done as f64 / secs } else { 0.0 };
+    let (fraction, eta) = match total {
+        ProgressTotal::Iterations(n) => {
+            let f = if n == 0 { 1.0 } else { done as f64 / n as f64 };
+            let left = n.saturating_sub(done) as f64;
+            let eta = if rate > 0.0 { Some(left / rate) } else { None };
+            (f, eta)
+        }
+        ProgressTotal::Duration(d) => {
+            let total = d.as_secs_f64();
+            let f = if total > 0.0 { secs / total } else { 1.0 };
+            (f, Some((total - secs).max(0.0)))
+        }
+    };
+    let pct = (fraction * 100.0).clamp(0.0, 100.0);
+    let eta = match eta {
+        Some(e) => format_eta(e),
+        None => "?".to_string(),
+    };
+    format!("{pct:5.1}%  {done} msgs  {}  ETA {eta}", format_rate(rate))
+}
+
+fn format_rate(per_s: f64) -> String {
+    if per_s >= 1e6 {
+        format!("{:.2} Mmsg/s", per_s / 1e6)
+    } else if per_s >= 1e3 {
+        format!("{:.1} kmsg/s", per_s / 1e3)
+    } else {
+        format!("{per_s:.0} msg/s")
+    }
+}
+
+fn format_eta(secs: f64) -> String {
+    let s = secs.ceil() as u64;
+    if s >= 3600 {
+        format!("{}h{:02}m{:02}s", s / 3600, s / 60 % 60, s % 60)
+    } else if s >= 60 {
+        format!("{}m{:02}s", s / 60, s % 60)
+    } else {
+        format!("{s}s")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn brute(posted: &[u64], completed: &[u64]) -> Option<(i128, i128)> {
+        let n = posted.len().min(completed.len());
+        let mut best: Option<(i128, i128)> = None;
+        for i in 0..n {
+            for j in i..n {
+                let c = (
+                    i128::from(completed[j]) - i128::from(posted[i]),
+                    (j - i + 1) as i128,
+                );
+                best = match best {
+                    Some(b) if b.0 * c.1 <= c.0 * b.1 => Some(b),
+                    _ => Some(c),
+                };
+            }
+        }
+        best
+    }
+
+    fn same(a: Option<(i128, i128)>, b: Option<(i128, i128)>) -> bool {
+        match (a, b) {
+            (Some(x), Some(y)) => x.0 * y.1 == y.0 * x.1,
+            (None, None) => true,
+            _ => false,
+        }
+    }
+
+    #[test]
+    fn hull_peak_matches_brute_force() {
+        // A small deterministic LCG: no extra dependency.
+        let mut seed: u64 = 0x2545_f491_4f6c_dd1d;
+        let mut next = || {
+            seed = seed
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            seed >> 33
+        };
+        for round in 0..300 {
+            let n = 1 + (next() % 60) as usize;
+            let mut posted = Vec::with_capacity(n);
+            let mut completed = Vec::with_capacity(n);
+            let (mut tp, mut tc) = (0u64, 0u64);
+            for _ in 0..n {
+                tp += next() % 50;
+                posted.push(tp);
+                tc = tc.max(tp) + next() % (if round % 2 == 0 { 500 } else { 20 });
+                completed.push(tc);
+            }
+            assert!(
+                same(
+                    best_per_message(&posted, &completed),
+                    brute(&posted, &completed)
+                ),
+                "round {round}: {posted:?} {completed:?}"
+            );
+        }
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn hull_peak_matches_brute_force_prop(
+            steps in proptest::collection::vec((0u64..1000, 0u64..5000), 1..80)
+        ) {
+            let (mut tp, mut tc) = (0u64, 0u64);
+            let mut posted = Vec::new();
+            let mut completed = Vec::new();
+            for (dp, dc) in steps {
+                tp += dp;
+                posted.push(tp);
+                tc = tc.max(tp) + dc;
+                completed.push(tc);
+            }
+            proptest::prop_assert!(same(
+                best_per_message(&posted, &completed),
+                brute(&posted, &completed)
+            ));
+        }
+    }
+
+    #[test]
+    fn expand_tabs_at_eight_columns() {
+        assert_eq!(expand_line("ab\tc"), "ab      c\n");
+        assert_eq!(expand_line("abcdefgh\tc  "), "abcdefgh        c\n");
+    }
+
+    #[test]
+    fn progress_line_text() {
+        let l = progress_line(ProgressTotal::Iterations(1000), 250, Duration::from_secs(5));
+        assert_eq!(l, " 25.0%  250 msgs  50 msg/s  ETA 15s");
+        let l = progress_line(
+            ProgressTotal::Duration(Duration::from_secs(100)),
+            5_000_000,
+            Duration::from_secs(10),
+        );
+        assert_eq!(l, " 10.0%  5000000 msgs  0.50 Mmsg/s  ETA 1m30s");
+        let l = progress_line(ProgressTotal::Iterations(10), 0, Duration::ZERO);
+        assert_eq!(l, "  0.0%  0 msgs  0 msg/s  ETA ?");
+    }
+}
