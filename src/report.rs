@@ -458,11 +458,10 @@ pub struct Report {
 ///  "samples": [{"kind": "bw", "bytes": 65536, "iterations": 1000, "peak_mib_s": ..., ...}]}
 /// ```
 pub fn to_json(report: &Report) -> String {
-    let mut s = serde_json::to_string_pretty(report).unwrap_or_else(|e| {
-        // Serialization of these plain types cannot fail except on a non-finite float,
-        // which serde_json writes as null rather than failing; keep a clear message anyway.
-        format!("{{\"error\": \"{e}\"}}")
-    });
+    // These plain types cannot fail to serialize (serde_json writes a non-finite float as
+    // null); should that ever change, still answer with valid JSON naming the error.
+    let mut s = serde_json::to_string_pretty(report)
+        .unwrap_or_else(|e| serde_json::json!({ "error": e.to_string() }).to_string());
     s.push('\n');
     s
 }
