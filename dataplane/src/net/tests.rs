@@ -1,0 +1,1 @@
+//! Tests of Ethernet/ARP/IPv4/ICMP handling.
