@@ -372,7 +372,7 @@ fn resegmentation_makes_valid_segments() {
             let last = k + 1 == got.len();
             let expect = if last { control } else { TcpControl::None };
             assert_eq!(repr.control, expect);
-            next = next + repr.payload.len();
+            next += repr.payload.len();
             joined.extend_from_slice(repr.payload);
         }
         assert_eq!(joined, payload);
