@@ -12,11 +12,17 @@
 //!   work requests, segmentation, placement, completions, Terminate.
 //! * [`tcp`]: the MPA-aware TCP connection engine (RFC 9293 with RFC 5961, 6298, 6528,
 //!   7323, 2018, 5681, 6582), sans-IO over `smoltcp`'s wire types.
+//! * [`port`]: burst packet I/O ([`port::Port`]) and the in-memory simulated wire
+//!   ([`port::mem`]) with seeded fault injection.
+//! * [`net`]: Ethernet, ARP, IPv4 and ICMP echo for the poll-mode core, sans-IO except
+//!   for the [`port::Port`] it writes replies and segments to.
 #![forbid(unsafe_code)]
 
 pub mod crc;
 pub mod ddp;
 pub mod mpa;
+pub mod net;
+pub mod port;
 pub mod rdma;
 pub mod rdmap;
 

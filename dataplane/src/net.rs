@@ -1,0 +1,678 @@
+//! Ethernet, ARP, IPv4 and ICMP echo for the poll-mode core.
+//!
+//! [`Net`] is sans-IO except for the [`Port`] it writes to: time comes in as
+//! [`Instant`] arguments, arriving frames come in through [`Net::on_frame`], and answers
+//! (ARP replies, ICMP echo replies, ARP requests) and TCP segments ([`Net::send_tcp`]) are
+//! written straight into the port's transmit buffers with [`Port::tx`]. The caller still
+//! calls [`Port::flush`]. Built on `smoltcp`'s wire types.
+//!
+//! # Receive
+//!
+//! [`Net::on_frame`] takes one Ethernet frame (no FCS, no VLAN tag) and returns an [`Rx`]:
+//! a TCP segment addressed to us (IPv4 header checked, TCP checksum *not* yet checked:
+//! [`crate::tcp::segment_from_bytes`] does that), [`Rx::Handled`] for ARP and ICMP it
+//! consumed, or [`Rx::Dropped`] with a [`DropReason`]. Frames are accepted when their
+//! Ethernet destination is our MAC or broadcast and their IPv4 destination is our address.
+//! IPv4 options are skipped; fragments are dropped (the TCP engine sends with DF and an
+//! MSS that fits, so a fragment means a misconfigured path). Only ICMP echo requests are
+//! answered; other ICMP messages are dropped (counted).
+//!
+//! # ARP (RFC 826)
+//!
+//! Requests for our address are answered and teach the cache their sender; replies for
+//! us teach the cache; any ARP packet refreshes (merges into) an entry that already exists
+//! for its sender. Dynamic entries live [`ARP_LIFETIME`] from the last time they were
+//! learnt or refreshed; an IPv4 frame whose Ethernet source matches the entry of its
+//! next hop refreshes it too (so an active flow keeps its entry). While an entry has less
+//! than [`ARP_REFRESH`] left, sending through it also sends an ARP request (it is still
+//! used meanwhile). Requests for one address go out at most once per [`ARP_RETRY`].
+//! Static entries ([`Net::insert_arp`]) never expire and are never replaced by ARP. The
+//! cache holds at most [`ARP_CACHE_MAX`] entries; when full, expired entries are purged
+//! and new dynamic entries are refused until there is room.
+//!
+//! # Transmit
+//!
+//! [`Net::send_tcp`] routes (on-link when the destination is inside our prefix, else via
+//! the gateway), resolves the next hop's MAC and writes Ethernet + IPv4 (20 octets, DF,
+//! TTL [`TTL`], identification 0 as RFC 6864 allows for atomic datagrams, header checksum)
+//! and TCP (checksum computed) into one [`Port::tx`] buffer. An unresolved next hop sends an
+//! ARP request and returns [`SendTcpError::Unresolved`]: the segment is not sent and the
+//! TCP engine's retransmission timer sends it again. Frames are not padded to 60 octets
+//! (NICs pad short frames).
+
+use crate::port::Port;
+use crate::tcp::FourTuple;
+use smoltcp::phy::ChecksumCapabilities;
+use smoltcp::time::{Duration, Instant};
+use smoltcp::wire::{
+    ArpOperation, ArpPacket, ArpRepr, EthernetAddress, EthernetFrame, EthernetProtocol,
+    EthernetRepr, Icmpv4Message, Icmpv4Packet, Icmpv4Repr, IpAddress, IpProtocol, Ipv4Address,
+    Ipv4Packet, Ipv4Repr, TcpPacket, TcpRepr,
+};
+use std::collections::HashMap;
+use std::fmt;
+use std::hash::{BuildHasherDefault, Hasher};
+
+/// Lifetime of a dynamic ARP entry from the last time it was learnt or refreshed.
+pub const ARP_LIFETIME: Duration = Duration::from_secs(60);
+/// A dynamic entry with less than this left is refreshed by an ARP request when used.
+pub const ARP_REFRESH: Duration = Duration::from_secs(10);
+/// Minimum interval between two ARP requests for the same address.
+pub const ARP_RETRY: Duration = Duration::from_millis(100);
+/// Most entries the ARP cache holds (and most addresses with a request outstanding).
+pub const ARP_CACHE_MAX: usize = 4096;
+/// TTL of the IPv4 datagrams [`Net`] sends.
+pub const TTL: u8 = 64;
+
+const ETH_LEN: usize = 14;
+const IPV4_LEN: usize = 20;
+const ARP_LEN: usize = 28;
+
+/// Addressing of one [`Net`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct NetConfig {
+    /// Our MAC (normally the port's [`Port::mac`]).
+    pub mac: EthernetAddress,
+    /// Our IPv4 address.
+    pub addr: Ipv4Address,
+    /// Length of our on-link prefix (values above 32 count as 32).
+    pub prefix_len: u8,
+    /// The router for destinations outside the prefix.
+    pub gateway: Option<Ipv4Address>,
+    /// IP MTU: the largest IPv4 datagram [`Net::send_tcp`] sends (also bounded by the
+    /// port's [`Port::mtu`]).
+    pub mtu: usize,
+}
+
+/// Why [`Net::on_frame`] dropped a frame.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum DropReason {
+    /// Too short, inconsistent lengths, wrong IP version, bad ARP hardware/protocol.
+    Malformed,
+    /// Ethernet destination not our MAC or broadcast, IPv4 destination not our address,
+    /// or ARP about other addresses.
+    NotForUs,
+    /// IPv4 header or ICMP checksum wrong.
+    BadChecksum,
+    /// An IPv4 fragment (more-fragments set or non-zero offset).
+    Fragment,
+    /// An EtherType other than IPv4 and ARP (VLAN tags included).
+    UnsupportedEtherType,
+    /// An IPv4 protocol other than TCP and ICMP.
+    UnsupportedProtocol,
+    /// An ICMP message other than an echo request.
+    UnsupportedIcmp,
+    /// A broadcast, multicast, unspecified or our own address (or a non-unicast MAC) as
+    /// the sender.
+    BadSource,
+    /// An ARP or echo request we would answer, but the port had no room for the answer.
+    ReplyNotSent,
+}
+
+/// What [`Net::on_frame`] made of a frame.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Rx<'a> {
+    /// A TCP segment for us.
+    Tcp {
+        /// IPv4 source.
+        src: Ipv4Address,
+        /// IPv4 destination (our address).
+        dst: Ipv4Address,
+        /// The TCP header and payload (IPv4 header checksum already verified, TCP
+        /// checksum not yet: [`crate::tcp::segment_from_bytes`] does it).
+        segment: &'a [u8],
+    },
+    /// ARP or ICMP that was consumed or answered.
+    Handled,
+    /// Dropped (and counted in [`NetStats`]).
+    Dropped(DropReason),
+}
+
+/// Why [`Net::send_tcp`] did not send a segment.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum SendTcpError {
+    /// The destination is outside our prefix and there is no gateway, or it is not a
+    /// unicast address.
+    NoRoute,
+    /// The next hop's MAC is not known yet: an ARP request was sent (or one is
+    /// outstanding). The segment was not sent.
+    Unresolved,
+    /// The datagram is larger than the MTU (ours or the port's).
+    TooLarge,
+    /// The tuple's local address is not ours.
+    BadSource,
+    /// The port has no room.
+    PortFull,
+}
+
+impl fmt::Display for SendTcpError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            SendTcpError::NoRoute => "no route to the destination",
+            SendTcpError::Unresolved => "next hop MAC unresolved (ARP request sent)",
+            SendTcpError::TooLarge => "datagram larger than the MTU",
+            SendTcpError::BadSource => "source address is not ours",
+            SendTcpError::PortFull => "port transmit queue full",
+        })
+    }
+}
+
+impl std::error::Error for SendTcpError {}
+
+/// Counters of one [`Net`].
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct NetStats {
+    /// Frames given to [`Net::on_frame`].
+    pub rx_frames: u64,
+    /// TCP segments handed out as [`Rx::Tcp`].
+    pub rx_tcp: u64,
+    /// ARP packets handled.
+    pub rx_arp: u64,
+    /// ICMP echo requests answered.
+    pub rx_echo: u64,
+    /// Frames dropped as [`DropReason::Malformed`].
+    pub drop_malformed: u64,
+    /// Frames dropped as [`DropReason::NotForUs`].
+    pub drop_not_for_us: u64,
+    /// Frames dropped as [`DropReason::BadChecksum`].
+    pub drop_bad_checksum: u64,
+    /// Frames dropped as [`DropReason::Fragment`].
+    pub drop_fragment: u64,
+    /// Frames dropped as [`DropReason::UnsupportedEtherType`],
+    /// [`DropReason::UnsupportedProtocol`] or [`DropReason::UnsupportedIcmp`].
+    pub drop_unsupported: u64,
+    /// Frames dropped as [`DropReason::BadSource`].
+    pub drop_bad_source: u64,
+    /// Requests not answered for want of port room ([`DropReason::ReplyNotSent`]).
+    pub drop_reply_not_sent: u64,
+    /// ARP requests sent.
+    pub arp_requests_sent: u64,
+    /// ARP replies sent.
+    pub arp_replies_sent: u64,
+    /// ICMP echo replies sent.
+    pub echo_replies_sent: u64,
+    /// TCP segments sent.
+    pub tx_tcp: u64,
+    /// [`Net::send_tcp`] calls that failed with [`SendTcpError::Unresolved`].
+    pub tx_unresolved: u64,
+    /// [`Net::send_tcp`] calls that failed with another error.
+    pub tx_failed: u64,
+}
+
+/// A cheap hasher for IPv4 addresses as `u32` keys (multiplicative hashing); the cache
+/// is keyed by addresses the local network controls, and is bounded in size.
+#[derive(Debug, Default, Clone, Copy)]
+struct AddrHasher(u64);
+
+impl Hasher for AddrHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        for b in bytes {
+            self.0 = (self.0.rotate_left(8) ^ u64::from(*b)).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+        }
+    }
+    fn write_u32(&mut self, n: u32) {
+        self.0 = (u64::from(n) ^ self.0).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+    }
+}
+
+type AddrMap<V> = HashMap<u32, V, BuildHasherDefault<AddrHasher>>;
+
+#[derive(Debug, Clone, Copy)]
+struct ArpEntry {
+    mac: EthernetAddress,
+    /// `None` for a static entry.
+    expires: Option<Instant>,
+}
+
+/// Ethernet/ARP/IPv4/ICMP state of one interface: addressing, the ARP cache, counters.
+#[derive(Debug, Clone)]
+pub struct Net {
+    cfg: NetConfig,
+    mask: u32,
+    arp: AddrMap<ArpEntry>,
+    /// When the last ARP request for an address went out.
+    requested: AddrMap<Instant>,
+    stats: NetStats,
+}
+
+fn key(a: Ipv4Address) -> u32 {
+    u32::from(a)
+}
+
+fn unicast(a: Ipv4Address) -> bool {
+    !(a.is_broadcast() || a.is_multicast() || a.is_unspecified())
+}
+
+impl Net {
+    /// A new interface with an empty ARP cache.
+    pub fn new(cfg: NetConfig) -> Self {
+        let p = u32::from(cfg.prefix_len.min(32));
+        let mask = if p == 0 { 0 } else { u32::MAX << (32 - p) };
+        Net {
+            cfg,
+            mask,
+            arp: AddrMap::default(),
+            requested: AddrMap::default(),
+            stats: NetStats::default(),
+        }
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &NetConfig {
+        &self.cfg
+    }
+
+    /// Counters.
+    pub fn stats(&self) -> NetStats {
+        self.stats
+    }
+
+    /// True when `addr` is inside our prefix.
+    pub fn is_on_link(&self, addr: Ipv4Address) -> bool {
+        (key(addr) ^ key(self.cfg.addr)) & self.mask == 0
+    }
+
+    /// The neighbour a datagram to `dst` goes through: `dst` itself when on-link, else
+    /// the gateway. `None` without a route or for a non-unicast `dst`.
+    pub fn next_hop(&self, dst: Ipv4Address) -> Option<Ipv4Address> {
+        if !unicast(dst) {
+            None
+        } else if self.is_on_link(dst) {
+            Some(dst)
+        } else {
+            self.cfg.gateway
+        }
+    }
+
+    /// Adds a static ARP entry (never expires, never replaced by ARP traffic).
+    pub fn insert_arp(&mut self, addr: Ipv4Address, mac: EthernetAddress) {
+        self.arp.insert(key(addr), ArpEntry { mac, expires: None });
+        self.requested.remove(&key(addr));
+    }
+
+    /// Removes the ARP entry for `addr` (static or dynamic).
+    pub fn remove_arp(&mut self, addr: Ipv4Address) {
+        self.arp.remove(&key(addr));
+    }
+
+    /// The cached MAC of the neighbour `addr` (no ARP request, no routing).
+    pub fn arp_lookup(&self, now: Instant, addr: Ipv4Address) -> Option<EthernetAddress> {
+        self.arp
+            .get(&key(addr))
+            .filter(|e| e.expires.is_none_or(|t| now < t))
+            .map(|e| e.mac)
+    }
+
+    /// The MAC of the next hop towards `addr` ([`Net::next_hop`]); when it is not known,
+    /// sends an ARP request (at most one per [`ARP_RETRY`]) and returns `None`.
+    pub fn resolve(
+        &mut self,
+        now: Instant,
+        port: &mut dyn Port,
+        addr: Ipv4Address,
+    ) -> Option<EthernetAddress> {
+        let hop = self.next_hop(addr)?;
+        self.neighbour(now, port, hop)
+    }
+
+    /// Handles one arriving Ethernet frame: answers ARP and ICMP echo requests (writing
+    /// to `port`), learns ARP, and hands out TCP segments for us.
+    pub fn on_frame<'a>(&mut self, now: Instant, frame: &'a [u8], port: &mut dyn Port) -> Rx<'a> {
+        self.stats.rx_frames += 1;
+        let rx = self.rx(now, frame, port);
+        if let Rx::Dropped(reason) = rx {
+            let s = &mut self.stats;
+            match reason {
+                DropReason::Malformed => s.drop_malformed += 1,
+                DropReason::NotForUs => s.drop_not_for_us += 1,
+                DropReason::BadChecksum => s.drop_bad_checksum += 1,
+                DropReason::Fragment => s.drop_fragment += 1,
+                DropReason::UnsupportedEtherType
+                | DropReason::UnsupportedProtocol
+                | DropReason::UnsupportedIcmp => s.drop_unsupported += 1,
+                DropReason::BadSource => s.drop_bad_source += 1,
+                DropReason::ReplyNotSent => s.drop_reply_not_sent += 1,
+            }
+        }
+        rx
+    }
+
+    /// Sends one TCP segment from `tuple.local_*` to `tuple.remote_*` as an Ethernet
+    /// frame written straight into the port's transmit buffer.
+    pub fn send_tcp(
+        &mut self,
+        now: Instant,
+        port: &mut dyn Port,
+        tuple: &FourTuple,
+        repr: &TcpRepr,
+    ) -> Result<(), SendTcpError> {
+        let r = self.try_send_tcp(now, port, tuple, repr);
+        match r {
+            Ok(()) => self.stats.tx_tcp += 1,
+            Err(SendTcpError::Unresolved) => self.stats.tx_unresolved += 1,
+            Err(_) => self.stats.tx_failed += 1,
+        }
+        r
+    }
+
+    fn try_send_tcp(
+        &mut self,
+        now: Instant,
+        port: &mut dyn Port,
+        tuple: &FourTuple,
+        repr: &TcpRepr,
+    ) -> Result<(), SendTcpError> {
+        if tuple.local_addr != self.cfg.addr {
+            return Err(SendTcpError::BadSource);
+        }
+        let hop = self
+            .next_hop(tuple.remote_addr)
+            .ok_or(SendTcpError::NoRoute)?;
+        let tcp_len = repr.buffer_len();
+        let ip_len = IPV4_LEN + tcp_len;
+        if ip_len > self.cfg.mtu.min(port.mtu()) {
+            return Err(SendTcpError::TooLarge);
+        }
+        let dst_mac = self
+            .neighbour(now, port, hop)
+            .ok_or(SendTcpError::Unresolved)?;
+        let eth = EthernetRepr {
+            src_addr: self.cfg.mac,
+            dst_addr: dst_mac,
+            ethertype: EthernetProtocol::Ipv4,
+        };
+        let ip = Ipv4Repr {
+            src_addr: tuple.local_addr,
+            dst_addr: tuple.remote_addr,
+            next_header: IpProtocol::Tcp,
+            payload_len: tcp_len,
+            hop_limit: TTL,
+        };
+        let (src, dst) = (
+            IpAddress::Ipv4(tuple.local_addr),
+            IpAddress::Ipv4(tuple.remote_addr),
+        );
+        let caps = ChecksumCapabilities::default();
+        let sent = port.tx(ETH_LEN + ip_len, &mut |buf: &mut [u8]| {
+            eth.emit(&mut EthernetFrame::new_unchecked(&mut *buf));
+            ip.emit(&mut Ipv4Packet::new_unchecked(&mut buf[ETH_LEN..]), &caps);
+            let mut tcp = TcpPacket::new_unchecked(&mut buf[ETH_LEN + IPV4_LEN..]);
+            repr.emit(&mut tcp, &src, &dst, &caps);
+        });
+        if sent {
+            Ok(())
+        } else {
+            Err(SendTcpError::PortFull)
+        }
+    }
+
+    /// The MAC of neighbour `hop`, sending an ARP request when it is unknown or about to
+    /// expire.
+    fn neighbour(
+        &mut self,
+        now: Instant,
+        port: &mut dyn Port,
+        hop: Ipv4Address,
+    ) -> Option<EthernetAddress> {
+        match self.arp.get(&key(hop)).copied() {
+            Some(ArpEntry { mac, expires: None }) => Some(mac),
+            Some(ArpEntry {
+                mac,
+                expires: Some(t),
+            }) if now < t => {
+                if t - now < ARP_REFRESH {
+                    self.request(now, port, hop);
+                }
+                Some(mac)
+            }
+            _ => {
+                self.request(now, port, hop);
+                None
+            }
+        }
+    }
+
+    /// Sends an ARP request for `addr` unless one went out less than [`ARP_RETRY`] ago.
+    fn request(&mut self, now: Instant, port: &mut dyn Port, addr: Ipv4Address) {
+        if let Some(&last) = self.requested.get(&key(addr)) {
+            if now < last + ARP_RETRY {
+                return;
+            }
+        }
+        if self.requested.len() >= ARP_CACHE_MAX {
+            self.requested.retain(|_, t| now < *t + ARP_RETRY);
+            if self.requested.len() >= ARP_CACHE_MAX {
+                return;
+            }
+        }
+        let arp = ArpRepr::EthernetIpv4 {
+            operation: ArpOperation::Request,
+            source_hardware_addr: self.cfg.mac,
+            source_protocol_addr: self.cfg.addr,
+            target_hardware_addr: EthernetAddress([0; 6]),
+            target_protocol_addr: addr,
+        };
+        if self.send_arp(port, EthernetAddress::BROADCAST, &arp) {
+            self.requested.insert(key(addr), now);
+            self.stats.arp_requests_sent += 1;
+        }
+    }
+
+    fn send_arp(&self, port: &mut dyn Port, dst: EthernetAddress, arp: &ArpRepr) -> bool {
+        let eth = EthernetRepr {
+            src_addr: self.cfg.mac,
+            dst_addr: dst,
+            ethertype: EthernetProtocol::Arp,
+        };
+        port.tx(ETH_LEN + ARP_LEN, &mut |buf: &mut [u8]| {
+            eth.emit(&mut EthernetFrame::new_unchecked(&mut *buf));
+            arp.emit(&mut ArpPacket::new_unchecked(&mut buf[ETH_LEN..]));
+        })
+    }
+
+    /// Learns (or refreshes) a dynamic entry; static entries stay.
+    fn learn(&mut self, now: Instant, addr: Ipv4Address, mac: EthernetAddress) {
+        let expires = Some(now + ARP_LIFETIME);
+        if let Some(e) = self.arp.get_mut(&key(addr)) {
+            if e.expires.is_some() {
+                *e = ArpEntry { mac, expires };
+            }
+            return;
+        }
+        if self.arp.len() >= ARP_CACHE_MAX {
+            self.arp.retain(|_, e| e.expires.is_none_or(|t| now < t));
+            if self.arp.len() >= ARP_CACHE_MAX {
+                return;
+            }
+        }
+        self.arp.insert(key(addr), ArpEntry { mac, expires });
+    }
+
+    /// Extends the life of the entry of the next hop `src` came through when `mac` is
+    /// the one cached.
+    fn refresh(&mut self, now: Instant, src: Ipv4Address, mac: EthernetAddress) {
+        let hop = if self.is_on_link(src) {
+            src
+        } else if let Some(g) = self.cfg.gateway {
+            g
+        } else {
+            return;
+        };
+        if let Some(e) = self.arp.get_mut(&key(hop)) {
+            if e.mac == mac {
+                if let Some(t) = e.expires.as_mut() {
+                    *t = now + ARP_LIFETIME;
+                }
+            }
+        }
+    }
+
+    fn rx<'a>(&mut self, now: Instant, frame: &'a [u8], port: &mut dyn Port) -> Rx<'a> {
+        let Ok(eth) = EthernetFrame::new_checked(frame) else {
+            return Rx::Dropped(DropReason::Malformed);
+        };
+        let dst = eth.dst_addr();
+        if dst != self.cfg.mac && !dst.is_broadcast() {
+            return Rx::Dropped(DropReason::NotForUs);
+        }
+        let src_mac = eth.src_addr();
+        match eth.ethertype() {
+            EthernetProtocol::Arp => self.rx_arp(now, &frame[ETH_LEN..], port),
+            EthernetProtocol::Ipv4 => self.rx_ipv4(now, src_mac, frame, port),
+            _ => Rx::Dropped(DropReason::UnsupportedEtherType),
+        }
+    }
+
+    fn rx_arp<'a>(&mut self, now: Instant, bytes: &[u8], port: &mut dyn Port) -> Rx<'a> {
+        let Ok(packet) = ArpPacket::new_checked(bytes) else {
+            return Rx::Dropped(DropReason::Malformed);
+        };
+        let Ok(ArpRepr::EthernetIpv4 {
+            operation,
+            source_hardware_addr: sha,
+            source_protocol_addr: spa,
+            target_protocol_addr: tpa,
+            ..
+        }) = ArpRepr::parse(&packet)
+        else {
+            return Rx::Dropped(DropReason::Malformed);
+        };
+        if !sha.is_unicast() || spa == self.cfg.addr || spa.is_broadcast() || spa.is_multicast() {
+            return Rx::Dropped(DropReason::BadSource);
+        }
+        let known = !spa.is_unspecified() && self.arp.contains_key(&key(spa));
+        if known {
+            self.learn(now, spa, sha);
+            self.requested.remove(&key(spa));
+        }
+        if tpa != self.cfg.addr {
+            if known {
+                self.stats.rx_arp += 1;
+                return Rx::Handled;
+            }
+            return Rx::Dropped(DropReason::NotForUs);
+        }
+        self.stats.rx_arp += 1;
+        if !spa.is_unspecified() {
+            self.learn(now, spa, sha);
+            self.requested.remove(&key(spa));
+        }
+        if operation == ArpOperation::Request {
+            let reply = ArpRepr::EthernetIpv4 {
+                operation: ArpOperation::Reply,
+                source_hardware_addr: self.cfg.mac,
+                source_protocol_addr: self.cfg.addr,
+                target_hardware_addr: sha,
+                target_protocol_addr: spa,
+            };
+            if !self.send_arp(port, sha, &reply) {
+                return Rx::Dropped(DropReason::ReplyNotSent);
+            }
+            self.stats.arp_replies_sent += 1;
+        }
+        Rx::Handled
+    }
+
+    fn rx_ipv4<'a>(
+        &mut self,
+        now: Instant,
+        src_mac: EthernetAddress,
+        frame: &'a [u8],
+        port: &mut dyn Port,
+    ) -> Rx<'a> {
+        let Ok(ip) = Ipv4Packet::new_checked(&frame[ETH_LEN..]) else {
+            return Rx::Dropped(DropReason::Malformed);
+        };
+        let header_len = usize::from(ip.header_len());
+        if ip.version() != 4 || header_len < IPV4_LEN {
+            return Rx::Dropped(DropReason::Malformed);
+        }
+        if !ip.verify_checksum() {
+            return Rx::Dropped(DropReason::BadChecksum);
+        }
+        if ip.more_frags() || ip.frag_offset() != 0 {
+            return Rx::Dropped(DropReason::Fragment);
+        }
+        let (src, dst) = (ip.src_addr(), ip.dst_addr());
+        if dst != self.cfg.addr {
+            return Rx::Dropped(DropReason::NotForUs);
+        }
+        if !unicast(src) || src == self.cfg.addr || !src_mac.is_unicast() {
+            return Rx::Dropped(DropReason::BadSource);
+        }
+        let payload = &frame[ETH_LEN + header_len..ETH_LEN + usize::from(ip.total_len())];
+        match ip.next_header() {
+            IpProtocol::Tcp => {
+                self.refresh(now, src, src_mac);
+                self.stats.rx_tcp += 1;
+                Rx::Tcp {
+                    src,
+                    dst,
+                    segment: payload,
+                }
+            }
+            IpProtocol::Icmp => self.rx_icmp(now, src, src_mac, payload, port),
+            _ => Rx::Dropped(DropReason::UnsupportedProtocol),
+        }
+    }
+
+    fn rx_icmp<'a>(
+        &mut self,
+        now: Instant,
+        src: Ipv4Address,
+        src_mac: EthernetAddress,
+        bytes: &[u8],
+        port: &mut dyn Port,
+    ) -> Rx<'a> {
+        let Ok(icmp) = Icmpv4Packet::new_checked(bytes) else {
+            return Rx::Dropped(DropReason::Malformed);
+        };
+        if !icmp.verify_checksum() {
+            return Rx::Dropped(DropReason::BadChecksum);
+        }
+        if icmp.msg_type() != Icmpv4Message::EchoRequest || icmp.msg_code() != 0 {
+            return Rx::Dropped(DropReason::UnsupportedIcmp);
+        }
+        self.refresh(now, src, src_mac);
+        self.stats.rx_echo += 1;
+        let reply = Icmpv4Repr::EchoReply {
+            ident: icmp.echo_ident(),
+            seq_no: icmp.echo_seq_no(),
+            data: icmp.data(),
+        };
+        let icmp_len = reply.buffer_len();
+        let ip = Ipv4Repr {
+            src_addr: self.cfg.addr,
+            dst_addr: src,
+            next_header: IpProtocol::Icmp,
+            payload_len: icmp_len,
+            hop_limit: TTL,
+        };
+        let eth = EthernetRepr {
+            src_addr: self.cfg.mac,
+            // Back to where the request came from: no ARP needed.
+            dst_addr: src_mac,
+            ethertype: EthernetProtocol::Ipv4,
+        };
+        let caps = ChecksumCapabilities::default();
+        let len = ETH_LEN + IPV4_LEN + icmp_len;
+        let sent = IPV4_LEN + icmp_len <= self.cfg.mtu
+            && port.tx(len, &mut |buf: &mut [u8]| {
+                eth.emit(&mut EthernetFrame::new_unchecked(&mut *buf));
+                ip.emit(&mut Ipv4Packet::new_unchecked(&mut buf[ETH_LEN..]), &caps);
+                let mut p = Icmpv4Packet::new_unchecked(&mut buf[ETH_LEN + IPV4_LEN..]);
+                reply.emit(&mut p, &caps);
+            });
+        if !sent {
+            return Rx::Dropped(DropReason::ReplyNotSent);
+        }
+        self.stats.echo_replies_sent += 1;
+        Rx::Handled
+    }
+}
+
+#[cfg(test)]
+mod tests;

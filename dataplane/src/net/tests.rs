@@ -1,0 +1,585 @@
+//! Tests of Ethernet/ARP/IPv4/ICMP handling.
+
+use super::*;
+use crate::port::mem::{link, MemPort, WireConfig};
+use crate::tcp::segment_from_bytes;
+use proptest::prelude::*;
+use smoltcp::wire::{TcpControl, TcpSeqNumber, TcpTimestampRepr};
+
+const A: Ipv4Address = Ipv4Address::new(10, 0, 0, 1);
+const B: Ipv4Address = Ipv4Address::new(10, 0, 0, 2);
+const GW: Ipv4Address = Ipv4Address::new(10, 0, 0, 254);
+const FAR: Ipv4Address = Ipv4Address::new(192, 168, 7, 5);
+
+struct Pair {
+    pa: MemPort,
+    pb: MemPort,
+    a: Net,
+    b: Net,
+}
+
+fn cfg(port: &MemPort, addr: Ipv4Address) -> NetConfig {
+    NetConfig {
+        mac: port.mac(),
+        addr,
+        prefix_len: 24,
+        gateway: None,
+        mtu: port.mtu(),
+    }
+}
+
+fn pair() -> Pair {
+    let (pa, pb) = link(WireConfig::default(), WireConfig::default());
+    let a = Net::new(cfg(&pa, A));
+    let b = Net::new(cfg(&pb, B));
+    Pair { pa, pb, a, b }
+}
+
+fn t(ms: i64) -> Instant {
+    Instant::from_millis(ms)
+}
+
+/// Frames waiting at `p`, after flushing `from`.
+fn frames(from: &mut MemPort, p: &mut MemPort) -> Vec<Vec<u8>> {
+    from.flush();
+    let mut out = Vec::new();
+    while p.rx_burst(64, &mut |f: &[u8]| out.push(f.to_vec())) > 0 {}
+    out
+}
+
+fn tuple() -> FourTuple {
+    FourTuple {
+        local_addr: A,
+        local_port: 40000,
+        remote_addr: B,
+        remote_port: 3260,
+    }
+}
+
+fn tcp_repr(payload: &[u8]) -> TcpRepr<'_> {
+    TcpRepr {
+        src_port: 40000,
+        dst_port: 3260,
+        control: TcpControl::Psh,
+        seq_number: TcpSeqNumber(1000),
+        ack_number: Some(TcpSeqNumber(2000)),
+        window_len: 512,
+        window_scale: None,
+        max_seg_size: None,
+        sack_permitted: false,
+        sack_ranges: [None; 3],
+        timestamp: Some(TcpTimestampRepr::new(5, 6)),
+        payload,
+    }
+}
+
+/// Resolves each side's MAC at the other (one ARP exchange).
+fn resolved() -> Pair {
+    let mut p = pair();
+    assert_eq!(p.a.resolve(t(0), &mut p.pa, B), None);
+    for f in frames(&mut p.pa, &mut p.pb) {
+        assert_eq!(p.b.on_frame(t(0), &f, &mut p.pb), Rx::Handled);
+    }
+    for f in frames(&mut p.pb, &mut p.pa) {
+        assert_eq!(p.a.on_frame(t(0), &f, &mut p.pa), Rx::Handled);
+    }
+    p
+}
+
+/// An Ethernet + IPv4 frame from `src` to `dst` carrying `payload` as `proto`.
+fn ip_frame(
+    dst_mac: EthernetAddress,
+    src_mac: EthernetAddress,
+    src: Ipv4Address,
+    dst: Ipv4Address,
+    proto: IpProtocol,
+    payload: &[u8],
+) -> Vec<u8> {
+    let mut f = vec![0u8; ETH_LEN + IPV4_LEN + payload.len()];
+    EthernetRepr {
+        src_addr: src_mac,
+        dst_addr: dst_mac,
+        ethertype: EthernetProtocol::Ipv4,
+    }
+    .emit(&mut EthernetFrame::new_unchecked(&mut f[..]));
+    Ipv4Repr {
+        src_addr: src,
+        dst_addr: dst,
+        next_header: proto,
+        payload_len: payload.len(),
+        hop_limit: 64,
+    }
+    .emit(
+        &mut Ipv4Packet::new_unchecked(&mut f[ETH_LEN..]),
+        &ChecksumCapabilities::default(),
+    );
+    f[ETH_LEN + IPV4_LEN..].copy_from_slice(payload);
+    f
+}
+
+fn echo_request(ident: u16, seq_no: u16, data: &[u8]) -> Vec<u8> {
+    let repr = Icmpv4Repr::EchoRequest {
+        ident,
+        seq_no,
+        data,
+    };
+    let mut icmp = vec![0u8; repr.buffer_len()];
+    repr.emit(
+        &mut Icmpv4Packet::new_unchecked(&mut icmp[..]),
+        &ChecksumCapabilities::default(),
+    );
+    icmp
+}
+
+#[test]
+fn arp_request_and_reply_between_two_nets() {
+    let mut p = pair();
+    assert_eq!(p.a.resolve(t(0), &mut p.pa, B), None);
+    let req = frames(&mut p.pa, &mut p.pb);
+    assert_eq!(req.len(), 1);
+    let eth = EthernetFrame::new_checked(&req[0][..]).unwrap();
+    assert!(eth.dst_addr().is_broadcast());
+    assert_eq!(eth.ethertype(), EthernetProtocol::Arp);
+    assert_eq!(p.b.on_frame(t(1), &req[0], &mut p.pb), Rx::Handled);
+    // B learnt A from the request.
+    assert_eq!(p.b.arp_lookup(t(1), A), Some(p.pa.mac()));
+    let reply = frames(&mut p.pb, &mut p.pa);
+    assert_eq!(reply.len(), 1);
+    let eth = EthernetFrame::new_checked(&reply[0][..]).unwrap();
+    assert_eq!(eth.dst_addr(), p.pa.mac());
+    let arp = ArpRepr::parse(&ArpPacket::new_checked(eth.payload()).unwrap()).unwrap();
+    assert_eq!(
+        arp,
+        ArpRepr::EthernetIpv4 {
+            operation: ArpOperation::Reply,
+            source_hardware_addr: p.pb.mac(),
+            source_protocol_addr: B,
+            target_hardware_addr: p.pa.mac(),
+            target_protocol_addr: A,
+        }
+    );
+    assert_eq!(p.a.on_frame(t(2), &reply[0], &mut p.pa), Rx::Handled);
+    assert_eq!(p.a.resolve(t(2), &mut p.pa, B), Some(p.pb.mac()));
+    assert!(frames(&mut p.pa, &mut p.pb).is_empty(), "no second request");
+    assert_eq!(p.a.stats().arp_requests_sent, 1);
+    assert_eq!(p.b.stats().arp_replies_sent, 1);
+    assert_eq!(p.a.stats().rx_arp, 1);
+}
+
+#[test]
+fn arp_requests_are_rate_limited() {
+    let mut p = pair();
+    let r = p.a.send_tcp(t(0), &mut p.pa, &tuple(), &tcp_repr(b"x"));
+    assert_eq!(r, Err(SendTcpError::Unresolved));
+    assert_eq!(
+        p.a.send_tcp(t(50), &mut p.pa, &tuple(), &tcp_repr(b"x")),
+        Err(SendTcpError::Unresolved)
+    );
+    assert_eq!(frames(&mut p.pa, &mut p.pb).len(), 1);
+    assert_eq!(p.a.resolve(t(100), &mut p.pa, B), None);
+    assert_eq!(frames(&mut p.pa, &mut p.pb).len(), 1);
+    assert_eq!(p.a.stats().arp_requests_sent, 2);
+    assert_eq!(p.a.stats().tx_unresolved, 2);
+}
+
+#[test]
+fn send_tcp_parses_back_to_the_same_segment() {
+    let mut p = resolved();
+    let payload: Vec<u8> = (0..1000).map(|i| i as u8).collect();
+    let repr = tcp_repr(&payload);
+    p.a.send_tcp(t(3), &mut p.pa, &tuple(), &repr).unwrap();
+    let got = frames(&mut p.pa, &mut p.pb);
+    assert_eq!(got.len(), 1);
+    let f = &got[0];
+    let eth = EthernetFrame::new_checked(&f[..]).unwrap();
+    assert_eq!(eth.dst_addr(), p.pb.mac());
+    assert_eq!(eth.src_addr(), p.pa.mac());
+    let ip = Ipv4Packet::new_checked(eth.payload()).unwrap();
+    assert!(ip.dont_frag());
+    assert_eq!(ip.hop_limit(), TTL);
+    assert!(ip.verify_checksum());
+    match p.b.on_frame(t(3), f, &mut p.pb) {
+        Rx::Tcp { src, dst, segment } => {
+            assert_eq!((src, dst), (A, B));
+            assert_eq!(segment_from_bytes(src, dst, segment), Some(repr));
+        }
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(p.a.stats().tx_tcp, 1);
+    assert_eq!(p.b.stats().rx_tcp, 1);
+}
+
+#[test]
+fn send_tcp_errors() {
+    let mut p = resolved();
+    let repr = tcp_repr(b"hello");
+    let mut bad = tuple();
+    bad.local_addr = Ipv4Address::new(10, 0, 0, 3);
+    assert_eq!(
+        p.a.send_tcp(t(0), &mut p.pa, &bad, &repr),
+        Err(SendTcpError::BadSource)
+    );
+    let mut far = tuple();
+    far.remote_addr = FAR;
+    assert_eq!(
+        p.a.send_tcp(t(0), &mut p.pa, &far, &repr),
+        Err(SendTcpError::NoRoute)
+    );
+    let mut bcast = tuple();
+    bcast.remote_addr = Ipv4Address::BROADCAST;
+    assert_eq!(
+        p.a.send_tcp(t(0), &mut p.pa, &bcast, &repr),
+        Err(SendTcpError::NoRoute)
+    );
+    let big = vec![0u8; 1500 - 20 - 32 + 1];
+    assert_eq!(
+        p.a.send_tcp(t(0), &mut p.pa, &tuple(), &tcp_repr(&big)),
+        Err(SendTcpError::TooLarge)
+    );
+    let fits = vec![0u8; 1500 - 20 - 32];
+    assert_eq!(
+        p.a.send_tcp(t(0), &mut p.pa, &tuple(), &tcp_repr(&fits)),
+        Ok(())
+    );
+    assert!(frames(&mut p.pa, &mut p.pb).iter().all(|f| f.len() == 1514));
+    assert_eq!(p.a.stats().tx_failed, 4);
+
+    // A full port.
+    let (mut pa, _pb) = link(
+        WireConfig::default().with_capacity(1),
+        WireConfig::default(),
+    );
+    let mut a = Net::new(cfg(&pa, A));
+    a.insert_arp(B, EthernetAddress([2, 0, 0, 0, 0, 9]));
+    assert_eq!(a.send_tcp(t(0), &mut pa, &tuple(), &repr), Ok(()));
+    assert_eq!(
+        a.send_tcp(t(0), &mut pa, &tuple(), &repr),
+        Err(SendTcpError::PortFull)
+    );
+}
+
+#[test]
+fn gateway_routes_off_link_destinations() {
+    let (mut pa, mut pb) = link(WireConfig::default(), WireConfig::default());
+    let mut a = Net::new(NetConfig {
+        gateway: Some(GW),
+        ..cfg(&pa, A)
+    });
+    assert_eq!(a.next_hop(FAR), Some(GW));
+    assert_eq!(a.next_hop(B), Some(B));
+    assert_eq!(a.next_hop(Ipv4Address::BROADCAST), None);
+    let mut far = tuple();
+    far.remote_addr = FAR;
+    let repr = tcp_repr(b"x");
+    assert_eq!(
+        a.send_tcp(t(0), &mut pa, &far, &repr),
+        Err(SendTcpError::Unresolved)
+    );
+    let req = frames(&mut pa, &mut pb);
+    let eth = EthernetFrame::new_checked(&req[0][..]).unwrap();
+    let arp = ArpRepr::parse(&ArpPacket::new_checked(eth.payload()).unwrap()).unwrap();
+    let ArpRepr::EthernetIpv4 {
+        target_protocol_addr,
+        ..
+    } = arp
+    else {
+        unreachable!()
+    };
+    assert_eq!(target_protocol_addr, GW);
+    let gw_mac = EthernetAddress([2, 0, 0, 0, 0, 0xfe]);
+    a.insert_arp(GW, gw_mac);
+    assert_eq!(a.send_tcp(t(1), &mut pa, &far, &repr), Ok(()));
+    let f = frames(&mut pa, &mut pb);
+    let eth = EthernetFrame::new_checked(&f[0][..]).unwrap();
+    assert_eq!(eth.dst_addr(), gw_mac);
+    let ip = Ipv4Packet::new_checked(eth.payload()).unwrap();
+    assert_eq!(ip.dst_addr(), FAR);
+}
+
+#[test]
+fn ping_gets_an_echo_reply() {
+    let mut p = pair();
+    let data = b"abcdefghijklmnopqrstuvwxyz0123456789";
+    let f = ip_frame(
+        p.pb.mac(),
+        p.pa.mac(),
+        A,
+        B,
+        IpProtocol::Icmp,
+        &echo_request(0x1234, 7, data),
+    );
+    assert_eq!(p.b.on_frame(t(0), &f, &mut p.pb), Rx::Handled);
+    let got = frames(&mut p.pb, &mut p.pa);
+    assert_eq!(got.len(), 1);
+    let eth = EthernetFrame::new_checked(&got[0][..]).unwrap();
+    assert_eq!(eth.dst_addr(), p.pa.mac());
+    assert_eq!(eth.src_addr(), p.pb.mac());
+    let ip = Ipv4Packet::new_checked(eth.payload()).unwrap();
+    let ip_repr = Ipv4Repr::parse(&ip, &ChecksumCapabilities::default()).unwrap();
+    assert_eq!((ip_repr.src_addr, ip_repr.dst_addr), (B, A));
+    assert_eq!(ip_repr.next_header, IpProtocol::Icmp);
+    let icmp = Icmpv4Packet::new_checked(ip.payload()).unwrap();
+    let reply = Icmpv4Repr::parse(&icmp, &ChecksumCapabilities::default()).unwrap();
+    assert_eq!(
+        reply,
+        Icmpv4Repr::EchoReply {
+            ident: 0x1234,
+            seq_no: 7,
+            data
+        }
+    );
+    assert_eq!(p.b.stats().echo_replies_sent, 1);
+
+    // A bad ICMP checksum is not answered.
+    let mut icmp = echo_request(1, 1, data);
+    icmp[10] ^= 0xff;
+    let f = ip_frame(p.pb.mac(), p.pa.mac(), A, B, IpProtocol::Icmp, &icmp);
+    assert_eq!(
+        p.b.on_frame(t(0), &f, &mut p.pb),
+        Rx::Dropped(DropReason::BadChecksum)
+    );
+    // Nor is an echo reply.
+    let mut icmp = echo_request(1, 1, data);
+    icmp[0] = 0;
+    Icmpv4Packet::new_unchecked(&mut icmp[..]).fill_checksum();
+    let f = ip_frame(p.pb.mac(), p.pa.mac(), A, B, IpProtocol::Icmp, &icmp);
+    assert_eq!(
+        p.b.on_frame(t(0), &f, &mut p.pb),
+        Rx::Dropped(DropReason::UnsupportedIcmp)
+    );
+    assert!(frames(&mut p.pb, &mut p.pa).is_empty());
+}
+
+#[test]
+fn drops_with_reasons() {
+    let mut p = pair();
+    let (ma, mb) = (p.pa.mac(), p.pb.mac());
+    let seg = {
+        let mut v = Vec::new();
+        crate::tcp::segment_to_bytes(&tuple(), &tcp_repr(b"data"), &mut v);
+        v
+    };
+    let good = ip_frame(mb, ma, A, B, IpProtocol::Tcp, &seg);
+    assert!(matches!(
+        p.b.on_frame(t(0), &good, &mut p.pb),
+        Rx::Tcp { segment, .. } if segment == &seg[..]
+    ));
+    let mut check_drop = |f: &[u8], r: DropReason| {
+        assert_eq!(p.b.on_frame(t(0), f, &mut p.pb), Rx::Dropped(r), "{f:02x?}");
+    };
+    // Other IPv4 destination, other MAC.
+    let other = Ipv4Address::new(10, 0, 0, 9);
+    check_drop(
+        &ip_frame(mb, ma, A, other, IpProtocol::Tcp, &seg),
+        DropReason::NotForUs,
+    );
+    let other_mac = EthernetAddress([2, 9, 9, 9, 9, 9]);
+    check_drop(
+        &ip_frame(other_mac, ma, A, B, IpProtocol::Tcp, &seg),
+        DropReason::NotForUs,
+    );
+    // Bad IPv4 header checksum.
+    let mut f = good.clone();
+    f[ETH_LEN + 8] ^= 1;
+    check_drop(&f, DropReason::BadChecksum);
+    // A fragment.
+    let mut f = good.clone();
+    {
+        let mut ip = Ipv4Packet::new_unchecked(&mut f[ETH_LEN..]);
+        ip.set_more_frags(true);
+        ip.fill_checksum();
+    }
+    check_drop(&f, DropReason::Fragment);
+    // UDP, IPv6.
+    check_drop(
+        &ip_frame(mb, ma, A, B, IpProtocol::Udp, &[0; 8]),
+        DropReason::UnsupportedProtocol,
+    );
+    let mut f = good.clone();
+    f[12..14].copy_from_slice(&[0x86, 0xdd]);
+    check_drop(&f, DropReason::UnsupportedEtherType);
+    // Broadcast source, our own address as source.
+    check_drop(
+        &ip_frame(mb, ma, Ipv4Address::BROADCAST, B, IpProtocol::Tcp, &seg),
+        DropReason::BadSource,
+    );
+    check_drop(
+        &ip_frame(mb, ma, B, B, IpProtocol::Tcp, &seg),
+        DropReason::BadSource,
+    );
+    // Truncated.
+    check_drop(&good[..10], DropReason::Malformed);
+    check_drop(&good[..ETH_LEN + 10], DropReason::Malformed);
+    check_drop(&good[..good.len() - 1], DropReason::Malformed);
+    // ARP about someone else.
+    let mut arp = vec![0u8; ETH_LEN + ARP_LEN];
+    EthernetRepr {
+        src_addr: ma,
+        dst_addr: EthernetAddress::BROADCAST,
+        ethertype: EthernetProtocol::Arp,
+    }
+    .emit(&mut EthernetFrame::new_unchecked(&mut arp[..]));
+    ArpRepr::EthernetIpv4 {
+        operation: ArpOperation::Request,
+        source_hardware_addr: ma,
+        source_protocol_addr: A,
+        target_hardware_addr: EthernetAddress([0; 6]),
+        target_protocol_addr: other,
+    }
+    .emit(&mut ArpPacket::new_unchecked(&mut arp[ETH_LEN..]));
+    check_drop(&arp, DropReason::NotForUs);
+    let s = p.b.stats();
+    assert_eq!(s.drop_not_for_us, 3);
+    assert_eq!(s.drop_bad_checksum, 1);
+    assert_eq!(s.drop_fragment, 1);
+    assert_eq!(s.drop_unsupported, 2);
+    assert_eq!(s.drop_bad_source, 2);
+    assert_eq!(s.drop_malformed, 3);
+    assert_eq!(s.rx_frames, 13);
+    assert_eq!(
+        p.b.arp_lookup(t(0), A),
+        None,
+        "ARP about others teaches nothing new"
+    );
+}
+
+#[test]
+fn arp_entries_expire_unless_refreshed() {
+    let mut p = resolved();
+    let mac_b = p.pb.mac();
+    assert_eq!(p.a.arp_lookup(t(59_999), B), Some(mac_b));
+    assert_eq!(p.a.arp_lookup(t(60_000), B), None);
+    // Close to expiry, sending still works and asks again.
+    assert_eq!(
+        p.a.send_tcp(t(55_000), &mut p.pa, &tuple(), &tcp_repr(b"x")),
+        Ok(())
+    );
+    let out = frames(&mut p.pa, &mut p.pb);
+    assert_eq!(out.len(), 2);
+    assert_eq!(p.a.stats().arp_requests_sent, 2);
+    // B's TCP traffic refreshes A's entry for B.
+    let mut seg = Vec::new();
+    crate::tcp::segment_to_bytes(&tuple().reversed(), &tcp_repr(b"y"), &mut seg);
+    let f = ip_frame(p.pa.mac(), mac_b, B, A, IpProtocol::Tcp, &seg);
+    assert!(matches!(
+        p.a.on_frame(t(58_000), &f, &mut p.pa),
+        Rx::Tcp { .. }
+    ));
+    assert_eq!(p.a.arp_lookup(t(100_000), B), Some(mac_b));
+    assert_eq!(p.a.arp_lookup(t(118_000), B), None);
+    // After expiry, sending asks again.
+    assert_eq!(
+        p.a.send_tcp(t(118_000), &mut p.pa, &tuple(), &tcp_repr(b"x")),
+        Err(SendTcpError::Unresolved)
+    );
+}
+
+#[test]
+fn static_entries_stay() {
+    let mut p = pair();
+    let fixed = EthernetAddress([2, 0, 0, 0, 0, 0x42]);
+    p.a.insert_arp(B, fixed);
+    // B's ARP request for A carries B's real MAC, but the static entry wins.
+    assert_eq!(p.b.resolve(t(0), &mut p.pb, A), None);
+    for f in frames(&mut p.pb, &mut p.pa) {
+        assert_eq!(p.a.on_frame(t(0), &f, &mut p.pa), Rx::Handled);
+    }
+    assert_eq!(p.a.arp_lookup(t(1_000_000_000), B), Some(fixed));
+    p.a.remove_arp(B);
+    assert_eq!(p.a.arp_lookup(t(0), B), None);
+}
+
+#[test]
+fn arp_reply_not_sent_when_the_port_is_full() {
+    let (mut pa, mut pb) = link(
+        WireConfig::default(),
+        WireConfig::default().with_capacity(1),
+    );
+    let mut a = Net::new(cfg(&pa, A));
+    let mut b = Net::new(cfg(&pb, B));
+    a.resolve(t(0), &mut pa, B);
+    // Fill B's transmit side.
+    assert!(pb.tx(60, &mut |_: &mut [u8]| {}));
+    for f in frames(&mut pa, &mut pb) {
+        assert_eq!(
+            b.on_frame(t(0), &f, &mut pb),
+            Rx::Dropped(DropReason::ReplyNotSent)
+        );
+    }
+    assert_eq!(b.stats().drop_reply_not_sent, 1);
+}
+
+#[test]
+fn prefix_lengths() {
+    let (pa, _pb) = link(WireConfig::default(), WireConfig::default());
+    let mut c = cfg(&pa, A);
+    c.prefix_len = 0;
+    assert!(Net::new(c).is_on_link(FAR));
+    c.prefix_len = 32;
+    assert!(!Net::new(c).is_on_link(B));
+    assert!(Net::new(c).is_on_link(A));
+    c.prefix_len = 200;
+    assert!(!Net::new(c).is_on_link(B));
+    c.prefix_len = 8;
+    assert!(Net::new(c).is_on_link(Ipv4Address::new(10, 200, 1, 1)));
+}
+
+/// Valid frames of each kind, for mutation.
+fn samples() -> Vec<Vec<u8>> {
+    let (pa, pb) = link(WireConfig::default(), WireConfig::default());
+    let (ma, mb) = (pa.mac(), pb.mac());
+    let mut seg = Vec::new();
+    crate::tcp::segment_to_bytes(&tuple(), &tcp_repr(b"payload"), &mut seg);
+    let mut arp = vec![0u8; ETH_LEN + ARP_LEN];
+    EthernetRepr {
+        src_addr: ma,
+        dst_addr: EthernetAddress::BROADCAST,
+        ethertype: EthernetProtocol::Arp,
+    }
+    .emit(&mut EthernetFrame::new_unchecked(&mut arp[..]));
+    ArpRepr::EthernetIpv4 {
+        operation: ArpOperation::Request,
+        source_hardware_addr: ma,
+        source_protocol_addr: A,
+        target_hardware_addr: EthernetAddress([0; 6]),
+        target_protocol_addr: B,
+    }
+    .emit(&mut ArpPacket::new_unchecked(&mut arp[ETH_LEN..]));
+    vec![
+        ip_frame(mb, ma, A, B, IpProtocol::Tcp, &seg),
+        ip_frame(mb, ma, A, B, IpProtocol::Icmp, &echo_request(1, 2, b"ping")),
+        arp,
+    ]
+}
+
+proptest! {
+    #[test]
+    fn arbitrary_frames_never_panic(bytes in proptest::collection::vec(any::<u8>(), 0..200)) {
+        let mut p = pair();
+        let _ = p.b.on_frame(t(0), &bytes, &mut p.pb);
+    }
+
+    #[test]
+    fn mutated_frames_never_panic(
+        which in 0usize..3,
+        edits in proptest::collection::vec((any::<usize>(), any::<u8>()), 1..6),
+        cut in any::<usize>(),
+    ) {
+        let mut f = samples()[which].clone();
+        for (at, v) in edits {
+            let n = f.len();
+            f[at % n] = v;
+        }
+        let keep = f.len() - cut % 8;
+        f.truncate(keep);
+        let mut p = pair();
+        if let Rx::Tcp { src, dst, segment } = p.b.on_frame(t(0), &f, &mut p.pb) {
+            prop_assert_eq!(dst, B);
+            let _ = segment_from_bytes(src, dst, segment);
+        }
+        p.pb.flush();
+        let mut replies = 0;
+        while p.pa.rx_burst(8, &mut |_: &[u8]| replies += 1) > 0 {}
+        prop_assert!(replies <= 1);
+    }
+}

@@ -1,0 +1,883 @@
+//! The in-memory backend: two [`Port`]s joined by a simulated wire.
+//!
+//! [`link`] makes a pair of [`MemPort`]s. Each direction of the wire is a bounded lock-free
+//! queue ([`crossbeam::queue::ArrayQueue`]) of frames, so the two ends may run on different
+//! threads (or on the same one). The sending end applies the faults of its direction's
+//! [`WireConfig`] (loss, duplication, reordering, TCP resegmentation, corruption) when a
+//! frame is queued by [`Port::tx`], decided by a seeded PRNG per direction: the same
+//! sequence of frames meets the same faults on every run. Frames become visible to the
+//! other end at [`Port::flush`].
+//!
+//! # Addresses and MTU
+//!
+//! A port's MAC is [`WireConfig::mac`] of the direction it sends on, or, when that is
+//! `None`, `02:00:00:00:00:01` for the first port of [`link`] and `02:00:00:00:00:02` for
+//! the second (locally administered unicast). A port's [`Port::mtu`] is the `mtu` of the
+//! direction it sends on: [`Port::tx`] refuses frames longer than `mtu + 14`, and
+//! [`Port::rx_burst`] drops (and counts in [`PortStats::rx_dropped`]) arriving frames
+//! longer than `mtu + 14`.
+//!
+//! # Time
+//!
+//! Delivery times come from [`std::time::Instant::now`] (this is the I/O edge). With zero
+//! `delay` and no reordering a frame is receivable as soon as it is flushed; otherwise the
+//! receiving end keeps frames that are not yet due in a small local heap. Fault-free,
+//! zero-delay frames never touch the clock, the heap or the allocator: frame buffers are
+//! recycled from the receiver back to the sender through a second lock-free queue.
+//!
+//! # Capacity
+//!
+//! At most [`WireConfig::capacity`] frames are in flight per direction: queued by `tx`
+//! and not yet flushed, on the wire, or held back by the receiver's delay heap. When the
+//! wire is full [`Port::tx_room`] is 0 and [`Port::tx`] returns false (counted in
+//! [`PortStats::tx_dropped`], as are frames refused for being too long). Extra frames made
+//! by duplication or resegmentation that do not fit are dropped and counted in
+//! [`WireStats::overflow`].
+
+use super::{Port, PortStats};
+use crossbeam::queue::ArrayQueue;
+use crossbeam::utils::CachePadded;
+use smoltcp::wire::{EthernetAddress, IpAddress, Ipv4Address, Ipv4Packet, TcpPacket};
+use std::collections::BinaryHeap;
+use std::fmt;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// Octets of an Ethernet header (no VLAN tag, no FCS).
+pub const ETHERNET_HEADER_LEN: usize = 14;
+/// Default MTU of a [`WireConfig`].
+pub const DEFAULT_MTU: usize = 1500;
+/// Default [`WireConfig::capacity`].
+pub const DEFAULT_CAPACITY: usize = 4096;
+/// Default [`WireConfig::reorder_delay`].
+pub const DEFAULT_REORDER_DELAY: Duration = Duration::from_millis(1);
+/// Smallest MTU [`WireConfig::validate`] accepts (the IPv4 minimum, RFC 791).
+pub const MIN_MTU: usize = 68;
+/// Largest MTU [`WireConfig::validate`] accepts (the largest IPv4 datagram).
+pub const MAX_MTU: usize = 65535;
+/// Largest [`WireConfig::capacity`] [`WireConfig::validate`] accepts.
+pub const MAX_CAPACITY: usize = 1 << 20;
+
+/// One direction of a simulated wire: what happens to frames sent by one port.
+///
+/// `Default` is a perfect wire (no delay, no faults, MTU 1500, 4096 frames in flight).
+/// Probabilities are per frame, in `[0, 1]`, and independent of each other.
+#[derive(Debug, Clone, PartialEq)]
+pub struct WireConfig {
+    /// MAC of the sending port; `None` picks `02:00:00:00:00:01` for the first port of
+    /// [`link`] and `02:00:00:00:00:02` for the second. Must be unicast.
+    pub mac: Option<EthernetAddress>,
+    /// IP MTU of the sending port (Ethernet payload octets); frames are at most
+    /// `mtu + 14` octets. Jumbo frames (9000) are fine.
+    pub mtu: usize,
+    /// Frames in flight in this direction (queued, on the wire or delayed), at least 1.
+    pub capacity: usize,
+    /// One-way delay.
+    pub delay: Duration,
+    /// Probability that a frame is lost.
+    pub loss: f64,
+    /// Probability that a frame is delivered twice.
+    pub duplicate: f64,
+    /// Probability that a frame is held back by [`WireConfig::reorder_delay`] on top of
+    /// `delay`, so that later frames overtake it.
+    pub reorder: f64,
+    /// Extra delay of a reordered frame.
+    pub reorder_delay: Duration,
+    /// Probability that a TCP/IPv4 frame with at least two payload octets is split into 2
+    /// or 3 valid TCP segments at random payload offsets (headers, options and checksums
+    /// rebuilt, sequence numbers adjusted, FIN and PSH only on the last piece). SYN, RST
+    /// and URG segments and IPv4 fragments are left alone.
+    pub resegment: f64,
+    /// Probability that a random bit of the IPv4 datagram (or of the frame past the
+    /// Ethernet header, if it is not IPv4) is flipped, checksums left as they are, so the
+    /// IPv4 or TCP checksum catches it.
+    pub corrupt: f64,
+    /// Probability that a random bit of the TCP payload is flipped and the TCP checksum
+    /// recomputed, so only an end-to-end check (MPA's CRC) can catch it. Frames that are
+    /// not TCP/IPv4 with payload are left alone.
+    pub corrupt_undetected: f64,
+    /// Seed of this direction's PRNG.
+    pub seed: u64,
+}
+
+impl Default for WireConfig {
+    fn default() -> Self {
+        WireConfig {
+            mac: None,
+            mtu: DEFAULT_MTU,
+            capacity: DEFAULT_CAPACITY,
+            delay: Duration::ZERO,
+            loss: 0.0,
+            duplicate: 0.0,
+            reorder: 0.0,
+            reorder_delay: DEFAULT_REORDER_DELAY,
+            resegment: 0.0,
+            corrupt: 0.0,
+            corrupt_undetected: 0.0,
+            seed: 0,
+        }
+    }
+}
+
+/// A [`WireConfig`] value that [`WireConfig::validate`] rejects.
+#[derive(Debug, Clone, PartialEq)]
+pub enum WireConfigError {
+    /// A probability outside `[0, 1]` (or NaN).
+    Probability {
+        /// The field's name.
+        field: &'static str,
+        /// Its value.
+        value: f64,
+    },
+    /// `mtu` outside [`MIN_MTU`]..=[`MAX_MTU`].
+    Mtu(usize),
+    /// `capacity` is 0 or above [`MAX_CAPACITY`].
+    Capacity(usize),
+    /// `mac` is not a unicast address.
+    Mac(EthernetAddress),
+}
+
+impl fmt::Display for WireConfigError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            WireConfigError::Probability { field, value } => {
+                write!(f, "wire {field} probability {value} is not in [0, 1]")
+            }
+            WireConfigError::Mtu(m) => {
+                write!(f, "wire MTU {m} is not in {MIN_MTU}..={MAX_MTU}")
+            }
+            WireConfigError::Capacity(c) => {
+                write!(f, "wire capacity {c} is not in 1..={MAX_CAPACITY}")
+            }
+            WireConfigError::Mac(m) => write!(f, "wire MAC {m} is not unicast"),
+        }
+    }
+}
+
+impl std::error::Error for WireConfigError {}
+
+impl WireConfig {
+    /// A perfect wire (the `Default`).
+    pub fn perfect() -> Self {
+        Self::default()
+    }
+
+    /// Sets [`WireConfig::mac`].
+    pub fn with_mac(mut self, mac: EthernetAddress) -> Self {
+        self.mac = Some(mac);
+        self
+    }
+
+    /// Sets [`WireConfig::mtu`].
+    pub fn with_mtu(mut self, mtu: usize) -> Self {
+        self.mtu = mtu;
+        self
+    }
+
+    /// Sets [`WireConfig::capacity`].
+    pub fn with_capacity(mut self, capacity: usize) -> Self {
+        self.capacity = capacity;
+        self
+    }
+
+    /// Sets [`WireConfig::delay`].
+    pub fn with_delay(mut self, delay: Duration) -> Self {
+        self.delay = delay;
+        self
+    }
+
+    /// Sets [`WireConfig::loss`].
+    pub fn with_loss(mut self, p: f64) -> Self {
+        self.loss = p;
+        self
+    }
+
+    /// Sets [`WireConfig::duplicate`].
+    pub fn with_duplicate(mut self, p: f64) -> Self {
+        self.duplicate = p;
+        self
+    }
+
+    /// Sets [`WireConfig::reorder`] and [`WireConfig::reorder_delay`].
+    pub fn with_reorder(mut self, p: f64, extra_delay: Duration) -> Self {
+        self.reorder = p;
+        self.reorder_delay = extra_delay;
+        self
+    }
+
+    /// Sets [`WireConfig::resegment`].
+    pub fn with_resegment(mut self, p: f64) -> Self {
+        self.resegment = p;
+        self
+    }
+
+    /// Sets [`WireConfig::corrupt`].
+    pub fn with_corrupt(mut self, p: f64) -> Self {
+        self.corrupt = p;
+        self
+    }
+
+    /// Sets [`WireConfig::corrupt_undetected`].
+    pub fn with_corrupt_undetected(mut self, p: f64) -> Self {
+        self.corrupt_undetected = p;
+        self
+    }
+
+    /// Sets [`WireConfig::seed`].
+    pub fn with_seed(mut self, seed: u64) -> Self {
+        self.seed = seed;
+        self
+    }
+
+    fn probabilities(&self) -> [(&'static str, f64); 6] {
+        [
+            ("loss", self.loss),
+            ("duplicate", self.duplicate),
+            ("reorder", self.reorder),
+            ("resegment", self.resegment),
+            ("corrupt", self.corrupt),
+            ("corrupt_undetected", self.corrupt_undetected),
+        ]
+    }
+
+    /// Checks every field: probabilities in `[0, 1]`, MTU in [`MIN_MTU`]..=[`MAX_MTU`],
+    /// capacity in 1..=[`MAX_CAPACITY`], unicast MAC.
+    pub fn validate(&self) -> Result<(), WireConfigError> {
+        for (field, value) in self.probabilities() {
+            if !(0.0..=1.0).contains(&value) {
+                return Err(WireConfigError::Probability { field, value });
+            }
+        }
+        if !(MIN_MTU..=MAX_MTU).contains(&self.mtu) {
+            return Err(WireConfigError::Mtu(self.mtu));
+        }
+        if !(1..=MAX_CAPACITY).contains(&self.capacity) {
+            return Err(WireConfigError::Capacity(self.capacity));
+        }
+        if let Some(mac) = self.mac {
+            if !mac.is_unicast() {
+                return Err(WireConfigError::Mac(mac));
+            }
+        }
+        Ok(())
+    }
+
+    /// The nearest valid configuration: probabilities clamped to `[0, 1]` (NaN as 0), MTU
+    /// and capacity clamped to their ranges, a non-unicast MAC replaced by the default.
+    pub fn sanitized(&self) -> WireConfig {
+        let p = |v: f64| if v.is_nan() { 0.0 } else { v.clamp(0.0, 1.0) };
+        WireConfig {
+            mac: self.mac.filter(|m| m.is_unicast()),
+            mtu: self.mtu.clamp(MIN_MTU, MAX_MTU),
+            capacity: self.capacity.clamp(1, MAX_CAPACITY),
+            delay: self.delay,
+            loss: p(self.loss),
+            duplicate: p(self.duplicate),
+            reorder: p(self.reorder),
+            reorder_delay: self.reorder_delay,
+            resegment: p(self.resegment),
+            corrupt: p(self.corrupt),
+            corrupt_undetected: p(self.corrupt_undetected),
+            seed: self.seed,
+        }
+    }
+
+    fn faulty(&self) -> bool {
+        self.probabilities().iter().any(|(_, p)| *p > 0.0)
+    }
+}
+
+/// Counters of one direction of the wire.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct WireStats {
+    /// Frames accepted by [`Port::tx`].
+    pub sent: u64,
+    /// Frames handed to the receiver by [`Port::rx_burst`] (including duplicates and
+    /// resegmented pieces, excluding frames the receiver dropped as too long).
+    pub delivered: u64,
+    /// Frames lost.
+    pub lost: u64,
+    /// Extra copies made.
+    pub duplicated: u64,
+    /// Frames held back to be overtaken.
+    pub reordered: u64,
+    /// Frames split into several TCP segments.
+    pub resegmented: u64,
+    /// Frames with a bit flipped and checksums left alone.
+    pub corrupted: u64,
+    /// Frames with a payload bit flipped and the TCP checksum recomputed.
+    pub corrupted_undetected: u64,
+    /// Extra frames (duplicates, resegmented pieces) dropped because the wire was full.
+    pub overflow: u64,
+}
+
+/// Both directions of a wire, seen from one [`MemPort`].
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct LinkStats {
+    /// Frames this port sends.
+    pub outbound: WireStats,
+    /// Frames this port receives.
+    pub inbound: WireStats,
+}
+
+#[derive(Default)]
+struct Counters {
+    sent: AtomicU64,
+    lost: AtomicU64,
+    duplicated: AtomicU64,
+    reordered: AtomicU64,
+    resegmented: AtomicU64,
+    corrupted: AtomicU64,
+    corrupted_undetected: AtomicU64,
+    overflow: AtomicU64,
+}
+
+fn bump(c: &AtomicU64) {
+    c.fetch_add(1, Ordering::Relaxed);
+}
+
+struct Frame {
+    data: Vec<u8>,
+    due: Option<Instant>,
+}
+
+/// One direction: frames on the wire, buffers on their way back, counters.
+struct Direction {
+    queue: ArrayQueue<Frame>,
+    free: ArrayQueue<Vec<u8>>,
+    in_flight: CachePadded<AtomicUsize>,
+    /// Written by the sender only.
+    tx: CachePadded<Counters>,
+    /// Written by the receiver only.
+    delivered: CachePadded<AtomicU64>,
+}
+
+impl Direction {
+    fn new(capacity: usize) -> Self {
+        Direction {
+            queue: ArrayQueue::new(capacity),
+            free: ArrayQueue::new(capacity),
+            in_flight: CachePadded::new(AtomicUsize::new(0)),
+            tx: CachePadded::new(Counters::default()),
+            delivered: CachePadded::new(AtomicU64::new(0)),
+        }
+    }
+
+    fn stats(&self) -> WireStats {
+        let l = |c: &AtomicU64| c.load(Ordering::Relaxed);
+        WireStats {
+            sent: l(&self.tx.sent),
+            delivered: l(&self.delivered),
+            lost: l(&self.tx.lost),
+            duplicated: l(&self.tx.duplicated),
+            reordered: l(&self.tx.reordered),
+            resegmented: l(&self.tx.resegmented),
+            corrupted: l(&self.tx.corrupted),
+            corrupted_undetected: l(&self.tx.corrupted_undetected),
+            overflow: l(&self.tx.overflow),
+        }
+    }
+}
+
+/// SplitMix64: small, fast, seeded; good enough for fault decisions.
+#[derive(Debug, Clone)]
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^ (z >> 31)
+    }
+
+    /// True with probability `p` (no draw when `p` is 0).
+    fn chance(&mut self, p: f64) -> bool {
+        p > 0.0 && ((self.next() >> 11) as f64) * (1.0 / (1u64 << 53) as f64) < p
+    }
+
+    /// Uniform in `0..n` (`n > 0`).
+    fn below(&mut self, n: usize) -> usize {
+        ((self.next() as u128 * n as u128) >> 64) as usize
+    }
+}
+
+/// A frame held back by the receiver until it is due; the heap's top is the earliest.
+struct Held {
+    due: Instant,
+    seq: u64,
+    data: Vec<u8>,
+}
+
+impl PartialEq for Held {
+    fn eq(&self, other: &Self) -> bool {
+        (self.due, self.seq) == (other.due, other.seq)
+    }
+}
+impl Eq for Held {}
+impl PartialOrd for Held {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+impl Ord for Held {
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        (other.due, other.seq).cmp(&(self.due, self.seq))
+    }
+}
+
+/// One end of a simulated wire made by [`link`].
+pub struct MemPort {
+    link: Arc<[Direction; 2]>,
+    /// Index of the direction this port sends on; it receives on the other.
+    out: usize,
+    mac: EthernetAddress,
+    cfg: WireConfig,
+    faulty: bool,
+    rng: Rng,
+    pending: Vec<Frame>,
+    pieces: Vec<Vec<u8>>,
+    held: BinaryHeap<Held>,
+    held_seq: u64,
+    stats: PortStats,
+}
+
+impl fmt::Debug for MemPort {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("MemPort")
+            .field("mac", &self.mac)
+            .field("cfg", &self.cfg)
+            .field("pending", &self.pending.len())
+            .field("held", &self.held.len())
+            .field("stats", &self.stats)
+            .finish()
+    }
+}
+
+/// Two ports joined by a wire: `a` configures frames sent by the first port (towards the
+/// second), `b` the reverse. Invalid values are brought into range as by
+/// [`WireConfig::sanitized`]; use [`try_link`] to have them rejected instead.
+pub fn link(a: WireConfig, b: WireConfig) -> (MemPort, MemPort) {
+    make_link(a.sanitized(), b.sanitized())
+}
+
+/// Like [`link`], but rejects an invalid configuration.
+pub fn try_link(a: WireConfig, b: WireConfig) -> Result<(MemPort, MemPort), WireConfigError> {
+    a.validate()?;
+    b.validate()?;
+    Ok(make_link(a, b))
+}
+
+const DEFAULT_MACS: [EthernetAddress; 2] = [
+    EthernetAddress([0x02, 0, 0, 0, 0, 0x01]),
+    EthernetAddress([0x02, 0, 0, 0, 0, 0x02]),
+];
+
+fn make_link(a: WireConfig, b: WireConfig) -> (MemPort, MemPort) {
+    let link = Arc::new([Direction::new(a.capacity), Direction::new(b.capacity)]);
+    let port = |out: usize, cfg: WireConfig| MemPort {
+        link: link.clone(),
+        out,
+        mac: cfg.mac.unwrap_or(DEFAULT_MACS[out]),
+        faulty: cfg.faulty(),
+        // Distinct streams per direction even for equal seeds.
+        rng: Rng(cfg.seed ^ (0xa076_1d64_78bd_642f_u64.wrapping_mul(out as u64 + 1))),
+        cfg,
+        pending: Vec::new(),
+        pieces: Vec::new(),
+        held: BinaryHeap::new(),
+        held_seq: 0,
+        stats: PortStats::default(),
+    };
+    let first = port(0, a);
+    let second = port(1, b);
+    (first, second)
+}
+
+impl MemPort {
+    /// The configuration of the direction this port sends on.
+    pub fn config(&self) -> &WireConfig {
+        &self.cfg
+    }
+
+    /// Counters of both directions of the wire.
+    pub fn wire_stats(&self) -> LinkStats {
+        LinkStats {
+            outbound: self.link[self.out].stats(),
+            inbound: self.link[1 - self.out].stats(),
+        }
+    }
+
+    /// Frames sent to this port that are on the wire or held back, not yet received.
+    pub fn rx_pending(&self) -> usize {
+        self.link[1 - self.out].in_flight.load(Ordering::Acquire)
+    }
+
+    fn room(&self) -> usize {
+        let in_flight = self.link[self.out].in_flight.load(Ordering::Acquire);
+        self.cfg
+            .capacity
+            .saturating_sub(in_flight + self.pending.len())
+    }
+
+    fn buffer(&self) -> Vec<u8> {
+        match self.link[self.out].free.pop() {
+            Some(mut b) => {
+                b.clear();
+                b
+            }
+            None => Vec::with_capacity(self.cfg.mtu + ETHERNET_HEADER_LEN),
+        }
+    }
+
+    fn recycle(dir: &Direction, buf: Vec<u8>) {
+        let _ = dir.free.push(buf);
+    }
+
+    fn base_due(&self) -> Option<Instant> {
+        if self.cfg.delay.is_zero() {
+            None
+        } else {
+            Some(Instant::now() + self.cfg.delay)
+        }
+    }
+
+    /// Queues an extra frame made by a fault, if there is room.
+    fn push_extra(&mut self, frame: Frame) -> bool {
+        if self.room() > 0 {
+            self.pending.push(frame);
+            true
+        } else {
+            bump(&self.link[self.out].tx.overflow);
+            Self::recycle(&self.link[self.out], frame.data);
+            false
+        }
+    }
+
+    /// Applies this direction's faults to one frame and queues what is left of it.
+    fn faults(&mut self, buf: Vec<u8>) {
+        let link = self.link.clone();
+        let counters = &link[self.out].tx;
+        if self.rng.chance(self.cfg.loss) {
+            bump(&counters.lost);
+            Self::recycle(&link[self.out], buf);
+            return;
+        }
+        let mut pieces = std::mem::take(&mut self.pieces);
+        pieces.clear();
+        if self.rng.chance(self.cfg.resegment) {
+            let free = &link[self.out].free;
+            if resegment(&buf, &mut self.rng, &mut pieces, || {
+                free.pop().unwrap_or_default()
+            }) {
+                bump(&counters.resegmented);
+                Self::recycle(&link[self.out], buf);
+            } else {
+                pieces.push(buf);
+            }
+        } else {
+            pieces.push(buf);
+        }
+        for (i, mut data) in pieces.drain(..).enumerate() {
+            if self.rng.chance(self.cfg.corrupt) && corrupt_detected(&mut data, &mut self.rng) {
+                bump(&counters.corrupted);
+            }
+            if self.rng.chance(self.cfg.corrupt_undetected)
+                && corrupt_undetected(&mut data, &mut self.rng)
+            {
+                bump(&counters.corrupted_undetected);
+            }
+            let mut due = self.base_due();
+            if self.rng.chance(self.cfg.reorder) {
+                due = Some(due.unwrap_or_else(Instant::now) + self.cfg.reorder_delay);
+                bump(&counters.reordered);
+            }
+            let copy = if self.rng.chance(self.cfg.duplicate) {
+                let mut c = self.buffer();
+                c.extend_from_slice(&data);
+                Some(c)
+            } else {
+                None
+            };
+            let frame = Frame { data, due };
+            if i == 0 {
+                // Room for the first piece was checked by `tx`.
+                self.pending.push(frame);
+            } else {
+                self.push_extra(frame);
+            }
+            if let Some(c) = copy {
+                if self.push_extra(Frame { data: c, due }) {
+                    bump(&counters.duplicated);
+                }
+            }
+        }
+        self.pieces = pieces;
+    }
+}
+
+impl Port for MemPort {
+    fn mac(&self) -> EthernetAddress {
+        self.mac
+    }
+
+    fn mtu(&self) -> usize {
+        self.cfg.mtu
+    }
+
+    fn rx_burst(&mut self, max: usize, f: &mut dyn FnMut(&[u8])) -> usize {
+        let link = self.link.clone();
+        let dir = &link[1 - self.out];
+        let limit = self.cfg.mtu + ETHERNET_HEADER_LEN;
+        let mut taken = 0usize;
+        let mut finished = 0usize;
+        let mut delivered = 0u64;
+        let mut now: Option<Instant> = None;
+        let stats = &mut self.stats;
+        let mut deliver = |data: Vec<u8>, taken: &mut usize| {
+            *taken += 1;
+            if data.len() > limit {
+                stats.rx_dropped += 1;
+            } else {
+                stats.rx_frames += 1;
+                stats.rx_octets += data.len() as u64;
+                delivered += 1;
+                f(&data);
+            }
+            Self::recycle(dir, data);
+        };
+        if !self.held.is_empty() {
+            let t = *now.get_or_insert_with(Instant::now);
+            while taken < max {
+                match self.held.peek() {
+                    Some(h) if h.due <= t => {
+                        if let Some(h) = self.held.pop() {
+                            deliver(h.data, &mut taken);
+                            finished += 1;
+                        }
+                    }
+                    _ => break,
+                }
+            }
+        }
+        while taken < max {
+            let Some(frame) = dir.queue.pop() else { break };
+            match frame.due {
+                None => {
+                    deliver(frame.data, &mut taken);
+                    finished += 1;
+                }
+                Some(due) => {
+                    let t = *now.get_or_insert_with(Instant::now);
+                    if due <= t {
+                        deliver(frame.data, &mut taken);
+                        finished += 1;
+                    } else {
+                        self.held_seq += 1;
+                        self.held.push(Held {
+                            due,
+                            seq: self.held_seq,
+                            data: frame.data,
+                        });
+                    }
+                }
+            }
+        }
+        if finished > 0 {
+            dir.in_flight.fetch_sub(finished, Ordering::Release);
+            dir.delivered.fetch_add(delivered, Ordering::Relaxed);
+        }
+        taken
+    }
+
+    fn tx_room(&self) -> usize {
+        self.room()
+    }
+
+    fn tx(&mut self, len: usize, fill: &mut dyn FnMut(&mut [u8])) -> bool {
+        if len > self.cfg.mtu + ETHERNET_HEADER_LEN || self.room() == 0 {
+            self.stats.tx_dropped += 1;
+            return false;
+        }
+        let mut buf = self.buffer();
+        buf.resize(len, 0);
+        fill(&mut buf);
+        self.stats.tx_frames += 1;
+        self.stats.tx_octets += len as u64;
+        bump(&self.link[self.out].tx.sent);
+        if self.faulty {
+            self.faults(buf);
+        } else {
+            let due = self.base_due();
+            self.pending.push(Frame { data: buf, due });
+        }
+        true
+    }
+
+    fn flush(&mut self) {
+        if self.pending.is_empty() {
+            return;
+        }
+        let dir = &self.link[self.out];
+        dir.in_flight
+            .fetch_add(self.pending.len(), Ordering::AcqRel);
+        for frame in self.pending.drain(..) {
+            if let Err(frame) = dir.queue.push(frame) {
+                // Cannot happen (in-flight frames never exceed the queue's capacity), but
+                // never panic on the data path.
+                dir.in_flight.fetch_sub(1, Ordering::Release);
+                bump(&dir.tx.overflow);
+                let _ = dir.free.push(frame.data);
+            }
+        }
+    }
+
+    fn stats(&self) -> PortStats {
+        self.stats
+    }
+}
+
+/// Where the pieces of a TCP/IPv4 frame are.
+#[derive(Debug, Clone, Copy)]
+struct TcpLayout {
+    /// IPv4 header length.
+    ip_len: usize,
+    /// Offset of the TCP header in the frame.
+    tcp: usize,
+    /// Offset of the payload in the frame.
+    payload: usize,
+    /// End of the IPv4 datagram in the frame.
+    end: usize,
+}
+
+/// Offset and length of the IPv4 datagram in an Ethernet frame, when it looks like one.
+fn ipv4_extent(frame: &[u8]) -> Option<(usize, usize)> {
+    const ETHERTYPE_IPV4: [u8; 2] = [0x08, 0x00];
+    if frame.len() < ETHERNET_HEADER_LEN + 20 || frame[12..14] != ETHERTYPE_IPV4 {
+        return None;
+    }
+    let ip = Ipv4Packet::new_checked(&frame[ETHERNET_HEADER_LEN..]).ok()?;
+    if ip.version() != 4 {
+        return None;
+    }
+    Some((ETHERNET_HEADER_LEN, ip.total_len() as usize))
+}
+
+fn tcp_layout(frame: &[u8]) -> Option<TcpLayout> {
+    let (start, total) = ipv4_extent(frame)?;
+    let ip = Ipv4Packet::new_checked(&frame[start..]).ok()?;
+    if ip.more_frags()
+        || ip.frag_offset() != 0
+        || ip.next_header() != smoltcp::wire::IpProtocol::Tcp
+    {
+        return None;
+    }
+    let ip_len = ip.header_len() as usize;
+    let tcp = start + ip_len;
+    let end = start + total;
+    let seg = TcpPacket::new_checked(&frame[tcp..end]).ok()?;
+    let payload = tcp + seg.header_len() as usize;
+    Some(TcpLayout {
+        ip_len,
+        tcp,
+        payload,
+        end,
+    })
+}
+
+fn ip_addrs(frame: &[u8]) -> (IpAddress, IpAddress) {
+    let ip = Ipv4Packet::new_unchecked(&frame[ETHERNET_HEADER_LEN..]);
+    let src: Ipv4Address = ip.src_addr();
+    let dst: Ipv4Address = ip.dst_addr();
+    (IpAddress::Ipv4(src), IpAddress::Ipv4(dst))
+}
+
+/// Splits a TCP/IPv4 frame with at least two payload octets into 2 or 3 valid segments,
+/// appended to `out` (buffers from `alloc`). False (and nothing appended) when the frame
+/// is not such a frame.
+fn resegment(
+    frame: &[u8],
+    rng: &mut Rng,
+    out: &mut Vec<Vec<u8>>,
+    mut alloc: impl FnMut() -> Vec<u8>,
+) -> bool {
+    let Some(l) = tcp_layout(frame) else {
+        return false;
+    };
+    let len = l.end - l.payload;
+    {
+        let seg = TcpPacket::new_unchecked(&frame[l.tcp..l.end]);
+        if len < 2 || seg.syn() || seg.rst() || seg.urg() {
+            return false;
+        }
+    }
+    let mut cuts = [0usize, 0, len, len];
+    let n = if len >= 3 && rng.below(2) == 1 {
+        cuts[1] = 1 + rng.below(len - 2);
+        cuts[2] = cuts[1] + 1 + rng.below(len - 1 - cuts[1]);
+        3
+    } else {
+        cuts[1] = 1 + rng.below(len - 1);
+        2
+    };
+    let (src, dst) = ip_addrs(frame);
+    for i in 0..n {
+        let (from, to) = (cuts[i], cuts[i + 1]);
+        let last = i + 1 == n;
+        let mut buf = alloc();
+        buf.clear();
+        buf.extend_from_slice(&frame[..l.payload]);
+        buf.extend_from_slice(&frame[l.payload + from..l.payload + to]);
+        {
+            let mut ip = Ipv4Packet::new_unchecked(&mut buf[ETHERNET_HEADER_LEN..]);
+            ip.set_total_len((l.ip_len + (l.payload - l.tcp) + (to - from)) as u16);
+            ip.fill_checksum();
+        }
+        let mut seg = TcpPacket::new_unchecked(&mut buf[l.tcp..]);
+        let seq = seg.seq_number();
+        seg.set_seq_number(seq + from);
+        if !last {
+            seg.set_fin(false);
+            seg.set_psh(false);
+        }
+        seg.fill_checksum(&src, &dst);
+        out.push(buf);
+    }
+    true
+}
+
+/// Flips one random bit of the IPv4 datagram (or of whatever follows the Ethernet
+/// header). False when there is nothing to flip.
+fn corrupt_detected(frame: &mut [u8], rng: &mut Rng) -> bool {
+    let (start, end) = match ipv4_extent(frame) {
+        Some((s, total)) => (s, s + total),
+        None => (ETHERNET_HEADER_LEN.min(frame.len()), frame.len()),
+    };
+    if start >= end {
+        return false;
+    }
+    let bit = rng.below((end - start) * 8);
+    frame[start + bit / 8] ^= 1 << (bit % 8);
+    true
+}
+
+/// Flips one random bit of the TCP payload and recomputes the TCP checksum. False when
+/// the frame is not TCP/IPv4 with payload.
+fn corrupt_undetected(frame: &mut [u8], rng: &mut Rng) -> bool {
+    let Some(l) = tcp_layout(frame) else {
+        return false;
+    };
+    if l.end == l.payload {
+        return false;
+    }
+    let bit = rng.below((l.end - l.payload) * 8);
+    frame[l.payload + bit / 8] ^= 1 << (bit % 8);
+    let (src, dst) = ip_addrs(frame);
+    TcpPacket::new_unchecked(&mut frame[l.tcp..l.end]).fill_checksum(&src, &dst);
+    true
+}
+
+#[cfg(test)]
+mod tests;

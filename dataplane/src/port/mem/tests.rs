@@ -1,0 +1,489 @@
+//! Tests of the simulated wire.
+
+use super::*;
+use crate::tcp::{ipv4_segment_from_bytes, ipv4_segment_to_bytes, FourTuple};
+use smoltcp::wire::{TcpControl, TcpRepr, TcpSeqNumber, TcpTimestampRepr};
+
+fn send(p: &mut MemPort, frame: &[u8]) -> bool {
+    p.tx(frame.len(), &mut |b: &mut [u8]| b.copy_from_slice(frame))
+}
+
+fn drain(p: &mut MemPort) -> Vec<Vec<u8>> {
+    let mut out = Vec::new();
+    while p.rx_burst(64, &mut |f: &[u8]| out.push(f.to_vec())) > 0 {}
+    out
+}
+
+/// Receives until `n` frames arrived or two seconds passed.
+fn receive_n(p: &mut MemPort, n: usize) -> Vec<Vec<u8>> {
+    let start = Instant::now();
+    let mut out = Vec::new();
+    while out.len() < n && start.elapsed() < Duration::from_secs(2) {
+        if p.rx_burst(64, &mut |f: &[u8]| out.push(f.to_vec())) == 0 {
+            std::thread::sleep(Duration::from_micros(200));
+        }
+    }
+    out
+}
+
+/// A frame carrying its index in its first 8 octets (not IPv4).
+fn numbered(i: u64) -> Vec<u8> {
+    let mut f = vec![0u8; 60];
+    f[..8].copy_from_slice(&i.to_be_bytes());
+    f[12] = 0x88;
+    f[13] = 0xb5;
+    f
+}
+
+fn number(f: &[u8]) -> u64 {
+    u64::from_be_bytes(f[..8].try_into().unwrap())
+}
+
+fn tuple() -> FourTuple {
+    FourTuple {
+        local_addr: Ipv4Address::new(10, 0, 0, 1),
+        local_port: 40000,
+        remote_addr: Ipv4Address::new(10, 0, 0, 2),
+        remote_port: 3260,
+    }
+}
+
+fn tcp_frame(seq: u32, payload: &[u8], control: TcpControl) -> Vec<u8> {
+    let repr = TcpRepr {
+        src_port: 40000,
+        dst_port: 3260,
+        control,
+        seq_number: TcpSeqNumber(seq as i32),
+        ack_number: Some(TcpSeqNumber(77)),
+        window_len: 1000,
+        window_scale: None,
+        max_seg_size: None,
+        sack_permitted: false,
+        sack_ranges: [None; 3],
+        timestamp: Some(TcpTimestampRepr::new(11, 22)),
+        payload,
+    };
+    let mut out = vec![2, 0, 0, 0, 0, 2, 2, 0, 0, 0, 0, 1, 0x08, 0x00];
+    ipv4_segment_to_bytes(&tuple(), &repr, 64, &mut out);
+    out
+}
+
+fn payload_of(i: usize, len: usize) -> Vec<u8> {
+    (0..len).map(|j| (i * 31 + j * 7) as u8).collect()
+}
+
+#[test]
+fn perfect_wire_delivers_in_order_after_flush() {
+    let (mut a, mut b) = link(WireConfig::default(), WireConfig::default());
+    for i in 0..100 {
+        assert!(send(&mut a, &numbered(i)));
+    }
+    assert!(drain(&mut b).is_empty(), "nothing before flush");
+    a.flush();
+    let got = drain(&mut b);
+    assert_eq!(got.len(), 100);
+    for (i, f) in got.iter().enumerate() {
+        assert_eq!(number(f), i as u64);
+        assert_eq!(f.len(), 60);
+    }
+    // And the reverse direction.
+    assert!(send(&mut b, &numbered(7)));
+    b.flush();
+    assert_eq!(drain(&mut a).len(), 1);
+
+    let s = a.wire_stats();
+    assert_eq!(s.outbound.sent, 100);
+    assert_eq!(s.outbound.delivered, 100);
+    assert_eq!(s.inbound.sent, 1);
+    assert_eq!(b.wire_stats().inbound, s.outbound);
+    assert_eq!(a.stats().tx_frames, 100);
+    assert_eq!(a.stats().tx_octets, 6000);
+    assert_eq!(b.stats().rx_frames, 100);
+    assert_eq!(b.stats().rx_octets, 6000);
+}
+
+#[test]
+fn rx_burst_respects_max() {
+    let (mut a, mut b) = link(WireConfig::default(), WireConfig::default());
+    for i in 0..10 {
+        send(&mut a, &numbered(i));
+    }
+    a.flush();
+    let mut seen = Vec::new();
+    assert_eq!(b.rx_burst(4, &mut |f: &[u8]| seen.push(number(f))), 4);
+    assert_eq!(b.rx_burst(4, &mut |f: &[u8]| seen.push(number(f))), 4);
+    assert_eq!(b.rx_burst(4, &mut |f: &[u8]| seen.push(number(f))), 2);
+    assert_eq!(seen, (0..10).collect::<Vec<_>>());
+}
+
+#[test]
+fn macs_and_mtu() {
+    let (a, b) = link(WireConfig::default(), WireConfig::default());
+    assert_eq!(a.mac(), EthernetAddress([2, 0, 0, 0, 0, 1]));
+    assert_eq!(b.mac(), EthernetAddress([2, 0, 0, 0, 0, 2]));
+    assert_eq!(a.mtu(), 1500);
+    let mac = EthernetAddress([0x06, 1, 2, 3, 4, 5]);
+    let (a, b) = link(
+        WireConfig::default().with_mac(mac).with_mtu(9000),
+        WireConfig::default(),
+    );
+    assert_eq!(a.mac(), mac);
+    assert_eq!(a.mtu(), 9000);
+    assert_eq!(b.mtu(), 1500);
+}
+
+#[test]
+fn jumbo_frames_and_oversize() {
+    let jumbo = WireConfig::default().with_mtu(9000);
+    let (mut a, mut b) = link(jumbo.clone(), jumbo);
+    let big = vec![0xabu8; 9014];
+    assert!(send(&mut a, &big));
+    assert!(!a.tx(9015, &mut |_: &mut [u8]| panic!("not called")));
+    a.flush();
+    let got = drain(&mut b);
+    assert_eq!(got, vec![big]);
+    assert_eq!(a.stats().tx_dropped, 1);
+
+    // A receiver with a smaller MTU drops what it cannot take.
+    let (mut a, mut b) = link(WireConfig::default().with_mtu(9000), WireConfig::default());
+    send(&mut a, &vec![0u8; 9014]);
+    send(&mut a, &vec![0u8; 1514]);
+    a.flush();
+    assert_eq!(drain(&mut b).len(), 1);
+    assert_eq!(b.stats().rx_dropped, 1);
+    assert_eq!(a.rx_pending(), 0);
+    assert_eq!(b.rx_pending(), 0);
+}
+
+#[test]
+fn capacity_backpressure() {
+    let (mut a, mut b) = link(
+        WireConfig::default().with_capacity(8),
+        WireConfig::default(),
+    );
+    assert_eq!(a.tx_room(), 8);
+    for i in 0..8 {
+        assert!(send(&mut a, &numbered(i)));
+    }
+    assert_eq!(a.tx_room(), 0);
+    assert!(!send(&mut a, &numbered(8)));
+    a.flush();
+    assert_eq!(a.tx_room(), 0, "flushed frames are still in flight");
+    assert!(!send(&mut a, &numbered(8)));
+    assert_eq!(b.rx_pending(), 8);
+    let mut n = 0;
+    b.rx_burst(3, &mut |_: &[u8]| n += 1);
+    assert_eq!(n, 3);
+    assert_eq!(a.tx_room(), 3);
+    for i in 8..11 {
+        assert!(send(&mut a, &numbered(i)));
+    }
+    a.flush();
+    let got: Vec<u64> = drain(&mut b).iter().map(|f| number(f)).collect();
+    assert_eq!(got, (3..11).collect::<Vec<_>>());
+    assert_eq!(a.stats().tx_dropped, 2);
+    assert_eq!(a.tx_room(), 8);
+}
+
+#[test]
+fn validation() {
+    assert!(WireConfig::default().validate().is_ok());
+    let bad = WireConfig::default().with_loss(1.5);
+    assert_eq!(
+        bad.validate(),
+        Err(WireConfigError::Probability {
+            field: "loss",
+            value: 1.5
+        })
+    );
+    assert!(matches!(
+        WireConfig::default().with_corrupt(f64::NAN).validate(),
+        Err(WireConfigError::Probability {
+            field: "corrupt",
+            ..
+        })
+    ));
+    assert_eq!(
+        WireConfig::default().with_capacity(0).validate(),
+        Err(WireConfigError::Capacity(0))
+    );
+    assert_eq!(
+        WireConfig::default().with_mtu(10).validate(),
+        Err(WireConfigError::Mtu(10))
+    );
+    let multicast = EthernetAddress([1, 0, 0x5e, 0, 0, 1]);
+    assert_eq!(
+        WireConfig::default().with_mac(multicast).validate(),
+        Err(WireConfigError::Mac(multicast))
+    );
+    assert!(try_link(bad.clone(), WireConfig::default()).is_err());
+    assert!(!WireConfigError::Mtu(10).to_string().is_empty());
+
+    // `link` brings values into range instead of failing.
+    let (mut a, mut b) = link(
+        WireConfig::default()
+            .with_loss(f64::NAN)
+            .with_duplicate(-3.0)
+            .with_capacity(0),
+        bad,
+    );
+    assert_eq!(a.config().loss, 0.0);
+    assert_eq!(a.config().capacity, 1);
+    assert_eq!(b.config().loss, 1.0);
+    assert!(send(&mut a, &numbered(0)));
+    a.flush();
+    assert_eq!(drain(&mut b).len(), 1);
+    assert!(send(&mut b, &numbered(0)));
+    b.flush();
+    assert!(drain(&mut a).is_empty());
+}
+
+fn assert_near(what: &str, got: u64, n: u64, p: f64) {
+    let expect = n as f64 * p;
+    let tol = 4.0 * (n as f64 * p * (1.0 - p)).sqrt() + 1.0;
+    assert!(
+        (got as f64 - expect).abs() <= tol,
+        "{what}: {got} of {n}, expected about {expect}"
+    );
+}
+
+#[test]
+fn loss_and_duplicate_rates() {
+    const N: u64 = 20_000;
+    let cfg = WireConfig::default()
+        .with_loss(0.1)
+        .with_duplicate(0.05)
+        .with_seed(42);
+    let (mut a, mut b) = link(cfg, WireConfig::default());
+    let mut got = Vec::new();
+    for i in 0..N {
+        assert!(send(&mut a, &numbered(i)));
+        if i % 256 == 255 {
+            a.flush();
+            got.extend(drain(&mut b));
+        }
+    }
+    a.flush();
+    got.extend(drain(&mut b));
+    let s = a.wire_stats().outbound;
+    assert_eq!(s.sent, N);
+    assert_near("lost", s.lost, N, 0.1);
+    assert_near("duplicated", s.duplicated, N - s.lost, 0.05);
+    assert_eq!(s.delivered, N - s.lost + s.duplicated);
+    assert_eq!(got.len() as u64, s.delivered);
+    assert_eq!(s.overflow, 0);
+    // Order is kept (duplicates follow their original).
+    let nums: Vec<u64> = got.iter().map(|f| number(f)).collect();
+    assert!(nums.windows(2).all(|w| w[0] <= w[1]));
+}
+
+/// The indices of the frames that got through, for a given seed.
+fn survivors(seed: u64) -> Vec<u64> {
+    let cfg = WireConfig::default().with_loss(0.3).with_seed(seed);
+    let (mut a, mut b) = link(cfg, WireConfig::default());
+    for i in 0..500 {
+        send(&mut a, &numbered(i));
+    }
+    a.flush();
+    drain(&mut b).iter().map(|f| number(f)).collect()
+}
+
+#[test]
+fn faults_replay_with_the_same_seed() {
+    assert_eq!(survivors(7), survivors(7));
+    assert_ne!(survivors(7), survivors(8));
+}
+
+#[test]
+fn delay_holds_frames_until_due() {
+    let delay = Duration::from_millis(20);
+    let (mut a, mut b) = link(
+        WireConfig::default().with_delay(delay),
+        WireConfig::default(),
+    );
+    let start = Instant::now();
+    for i in 0..10 {
+        send(&mut a, &numbered(i));
+    }
+    a.flush();
+    let early = drain(&mut b);
+    if start.elapsed() < delay {
+        assert!(early.is_empty());
+    }
+    let mut got = early;
+    got.extend(receive_n(&mut b, 10 - got.len()));
+    assert!(start.elapsed() >= delay);
+    let nums: Vec<u64> = got.iter().map(|f| number(f)).collect();
+    assert_eq!(nums, (0..10).collect::<Vec<_>>());
+}
+
+#[test]
+fn reorder_lets_later_frames_overtake() {
+    const N: u64 = 2000;
+    let cfg = WireConfig::default()
+        .with_reorder(0.1, Duration::from_millis(5))
+        .with_seed(3);
+    let (mut a, mut b) = link(cfg, WireConfig::default());
+    for i in 0..N {
+        send(&mut a, &numbered(i));
+    }
+    a.flush();
+    let got = receive_n(&mut b, N as usize);
+    assert_eq!(got.len() as u64, N);
+    let s = a.wire_stats().outbound;
+    assert_near("reordered", s.reordered, N, 0.1);
+    let nums: Vec<u64> = got.iter().map(|f| number(f)).collect();
+    let inversions = nums.windows(2).filter(|w| w[0] > w[1]).count();
+    assert!(inversions > 0);
+    let mut sorted = nums.clone();
+    sorted.sort_unstable();
+    assert_eq!(sorted, (0..N).collect::<Vec<_>>());
+}
+
+#[test]
+fn resegmentation_makes_valid_segments() {
+    let cfg = WireConfig::default().with_resegment(1.0).with_seed(5);
+    let (mut a, mut b) = link(cfg, WireConfig::default());
+    let mut pieces_seen = [0usize; 4];
+    for i in 0..200usize {
+        let len = 2 + i * 7 % 1400;
+        let payload = payload_of(i, len);
+        let seq = 0xffff_ff00u32.wrapping_add(i as u32 * 5000);
+        let control = if i % 3 == 0 {
+            TcpControl::Fin
+        } else {
+            TcpControl::Psh
+        };
+        send(&mut a, &tcp_frame(seq, &payload, control));
+        a.flush();
+        let got = drain(&mut b);
+        assert!((2..=3).contains(&got.len()), "{} pieces", got.len());
+        pieces_seen[got.len()] += 1;
+        let mut joined = Vec::new();
+        let mut next = TcpSeqNumber(seq as i32);
+        for (k, f) in got.iter().enumerate() {
+            let (src, dst, repr) =
+                ipv4_segment_from_bytes(&f[ETHERNET_HEADER_LEN..]).expect("valid segment");
+            assert_eq!((src, dst), (tuple().local_addr, tuple().remote_addr));
+            assert_eq!(repr.seq_number, next);
+            assert_eq!(repr.ack_number, Some(TcpSeqNumber(77)));
+            assert_eq!(repr.timestamp, Some(TcpTimestampRepr::new(11, 22)));
+            assert!(!repr.payload.is_empty());
+            let last = k + 1 == got.len();
+            let expect = if last { control } else { TcpControl::None };
+            assert_eq!(repr.control, expect);
+            next += repr.payload.len();
+            joined.extend_from_slice(repr.payload);
+        }
+        assert_eq!(joined, payload);
+    }
+    assert!(pieces_seen[2] > 0 && pieces_seen[3] > 0);
+    assert_eq!(a.wire_stats().outbound.resegmented, 200);
+
+    // Not TCP, a SYN, or one octet of payload: left whole.
+    send(&mut a, &numbered(1));
+    send(&mut a, &tcp_frame(1, b"x", TcpControl::Psh));
+    send(&mut a, &tcp_frame(1, b"", TcpControl::None));
+    send(&mut a, &tcp_frame(1, b"syn data", TcpControl::Syn));
+    a.flush();
+    assert_eq!(drain(&mut b).len(), 4);
+}
+
+#[test]
+fn corruption_is_caught_by_checksums() {
+    let cfg = WireConfig::default().with_corrupt(1.0).with_seed(9);
+    let (mut a, mut b) = link(cfg, WireConfig::default());
+    for i in 0..500usize {
+        send(
+            &mut a,
+            &tcp_frame(i as u32, &payload_of(i, 1 + i % 300), TcpControl::Psh),
+        );
+    }
+    a.flush();
+    let got = drain(&mut b);
+    assert_eq!(got.len(), 500);
+    for f in &got {
+        assert!(ipv4_segment_from_bytes(&f[ETHERNET_HEADER_LEN..]).is_none());
+    }
+    assert_eq!(a.wire_stats().outbound.corrupted, 500);
+}
+
+#[test]
+fn undetected_corruption_passes_checksums() {
+    let cfg = WireConfig::default()
+        .with_corrupt_undetected(1.0)
+        .with_seed(9);
+    let (mut a, mut b) = link(cfg, WireConfig::default());
+    for i in 0..300usize {
+        let payload = payload_of(i, 1 + i % 300);
+        send(&mut a, &tcp_frame(i as u32, &payload, TcpControl::Psh));
+        a.flush();
+        let got = drain(&mut b);
+        assert_eq!(got.len(), 1);
+        let (_, _, repr) = ipv4_segment_from_bytes(&got[0][ETHERNET_HEADER_LEN..]).unwrap();
+        let flipped: u32 = repr
+            .payload
+            .iter()
+            .zip(&payload)
+            .map(|(x, y)| (x ^ y).count_ones())
+            .sum();
+        assert_eq!(flipped, 1);
+    }
+    assert_eq!(a.wire_stats().outbound.corrupted_undetected, 300);
+}
+
+#[test]
+fn duplicates_that_do_not_fit_overflow() {
+    let cfg = WireConfig::default().with_duplicate(1.0).with_capacity(3);
+    let (mut a, mut b) = link(cfg, WireConfig::default());
+    assert!(send(&mut a, &numbered(0)));
+    assert_eq!(a.tx_room(), 1);
+    assert!(send(&mut a, &numbered(1)));
+    assert_eq!(a.tx_room(), 0);
+    let s = a.wire_stats().outbound;
+    assert_eq!((s.duplicated, s.overflow), (1, 1));
+    a.flush();
+    let nums: Vec<u64> = drain(&mut b).iter().map(|f| number(f)).collect();
+    assert_eq!(nums, vec![0, 0, 1]);
+}
+
+#[test]
+fn cross_thread() {
+    const N: u64 = 200_000;
+    let (mut a, mut b) = link(
+        WireConfig::default().with_capacity(256),
+        WireConfig::default(),
+    );
+    let sender = std::thread::spawn(move || {
+        let mut i = 0;
+        while i < N {
+            while i < N && send(&mut a, &numbered(i)) {
+                i += 1;
+            }
+            a.flush();
+            std::thread::yield_now();
+        }
+        a
+    });
+    let mut next = 0u64;
+    let start = Instant::now();
+    while next < N && start.elapsed() < Duration::from_secs(60) {
+        let n = b.rx_burst(32, &mut |f: &[u8]| {
+            assert_eq!(number(f), next);
+            next += 1;
+        });
+        if n == 0 {
+            std::thread::yield_now();
+        }
+    }
+    let a = sender.join().unwrap();
+    assert_eq!(next, N);
+    assert_eq!(a.wire_stats().outbound.delivered, N);
+    assert_eq!(a.stats().tx_frames, N);
+}
+
+#[test]
+fn ports_are_send() {
+    fn is_send<T: Send>() {}
+    is_send::<MemPort>();
+}
