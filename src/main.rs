@@ -1,5 +1,7 @@
 //! `iwarp`: the iWARP appliance command line.
 //!
+//! * `iwarp bench`: perftest-like RDMA Write/Read/Send bandwidth and latency runs; without
+//!   a config file both ends run in this process over the in-memory link.
 //! * `iwarp decode`: decode one half connection of an iWARP byte stream (MPA startup
 //!   frame, FPDUs with CRC and marker checks, DDP/RDMAP headers).
 #![forbid(unsafe_code)]
@@ -27,6 +29,8 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
+    /// Run a perftest-like benchmark (both ends in this process over the in-memory link).
+    Bench(BenchArgs),
     /// Decode one half connection's byte stream: MPA startup frame, FPDUs, DDP/RDMAP.
     Decode(DecodeArgs),
 }
@@ -54,6 +58,188 @@ struct DecodeArgs {
     /// One JSON object per line instead of the readable listing.
     #[arg(long)]
     json: bool,
+}
+
+#[derive(Clone, Copy, clap::ValueEnum)]
+enum TestName {
+    WriteBw,
+    WriteLat,
+    ReadBw,
+    ReadLat,
+    SendBw,
+    SendLat,
+}
+
+#[derive(Clone, Copy, clap::ValueEnum)]
+enum RtrName {
+    Write,
+    Read,
+    Send,
+}
+
+#[derive(Args)]
+struct BenchArgs {
+    /// Which test.
+    #[arg(value_enum)]
+    test: TestName,
+    /// Message size in octets.
+    #[arg(short = 's', long, default_value_t = 65536)]
+    size: usize,
+    /// Run every size from 2 octets to 8 MiB in powers of two (perftest's -a).
+    #[arg(short = 'a', long)]
+    all_sizes: bool,
+    /// Messages (round trips for latency tests) per size.
+    #[arg(short = 'n', long, conflicts_with = "duration")]
+    iters: Option<u64>,
+    /// Run each size for this many seconds instead of a number of iterations.
+    #[arg(short = 'D', long)]
+    duration: Option<f64>,
+    /// Messages kept in flight by bandwidth tests.
+    #[arg(short = 't', long, default_value_t = 128)]
+    tx_depth: usize,
+    /// IP MTU of the link (576 to 9000).
+    #[arg(long, default_value_t = 1500)]
+    mtu: usize,
+    /// MPA markers on.
+    #[arg(long)]
+    markers: bool,
+    /// MPA CRC off (it is on by default).
+    #[arg(long)]
+    no_crc: bool,
+    /// MPA Rev 1 startup (no IRD/ORD negotiation, no peer-to-peer).
+    #[arg(long, conflicts_with = "p2p")]
+    rev1: bool,
+    /// Peer-to-peer model with this RTR (RFC 6581).
+    #[arg(long, value_enum)]
+    p2p: Option<RtrName>,
+    /// IRD and ORD to ask for.
+    #[arg(long, default_value_t = 16)]
+    ird_ord: u16,
+    /// Probability that the wire loses a frame (both directions).
+    #[arg(long, default_value_t = 0.0)]
+    loss: f64,
+    /// Probability that a frame is held back and overtaken.
+    #[arg(long, default_value_t = 0.0)]
+    reorder: f64,
+    /// Probability that a frame is duplicated.
+    #[arg(long, default_value_t = 0.0)]
+    duplicate: f64,
+    /// Probability that a TCP segment is split in two or three.
+    #[arg(long, default_value_t = 0.0)]
+    resegment: f64,
+    /// Probability that a frame has a bit flipped (the TCP/IP checksums catch it).
+    #[arg(long, default_value_t = 0.0)]
+    corrupt: f64,
+    /// Seed of the fault decisions (a failing run can be replayed).
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+    /// Check every octet received.
+    #[arg(long)]
+    verify: bool,
+    /// Print the results as JSON.
+    #[arg(long)]
+    json: bool,
+    /// Write the latency histogram (last size) to FILE in HdrHistogram's percentile format.
+    #[arg(long, value_name = "FILE")]
+    hgrm: Option<PathBuf>,
+}
+
+fn run_bench(a: BenchArgs) -> Result<bool, String> {
+    use iwarp::bench::{self, BenchOptions, Faults, Length, MpaMode, Test};
+    let test = match a.test {
+        TestName::WriteBw => Test::WriteBw,
+        TestName::WriteLat => Test::WriteLat,
+        TestName::ReadBw => Test::ReadBw,
+        TestName::ReadLat => Test::ReadLat,
+        TestName::SendBw => Test::SendBw,
+        TestName::SendLat => Test::SendLat,
+    };
+    let length = match (a.iters, a.duration) {
+        (_, Some(d)) if !(d > 0.0 && d.is_finite()) => {
+            return Err(format!(
+                "--duration must be a positive number of seconds, not {d}"
+            ))
+        }
+        (_, Some(d)) => Length::Duration(std::time::Duration::from_secs_f64(d)),
+        (Some(0), _) => return Err("--iters must be at least 1".into()),
+        (Some(n), _) => Length::Iterations(n),
+        (None, None) => Length::Iterations(if test.is_latency() { 10_000 } else { 5_000 }),
+    };
+    if !(576..=9000).contains(&a.mtu) {
+        return Err(format!("--mtu must be within 576..=9000, not {}", a.mtu));
+    }
+    for (name, p) in [
+        ("--loss", a.loss),
+        ("--reorder", a.reorder),
+        ("--duplicate", a.duplicate),
+        ("--resegment", a.resegment),
+        ("--corrupt", a.corrupt),
+    ] {
+        if !(0.0..=0.5).contains(&p) {
+            return Err(format!(
+                "{name} must be a probability within 0..=0.5, not {p}"
+            ));
+        }
+    }
+    let sizes = if a.all_sizes {
+        bench::all_sizes()
+    } else {
+        vec![a.size]
+    };
+    let opts = BenchOptions {
+        test,
+        sizes,
+        length,
+        tx_depth: a.tx_depth,
+        mtu: a.mtu,
+        mpa: MpaMode {
+            markers: a.markers,
+            crc: !a.no_crc,
+            rev1: a.rev1,
+            rtr: a.p2p.map(|r| match r {
+                RtrName::Write => control::startup::RtrType::Write,
+                RtrName::Read => control::startup::RtrType::Read,
+                RtrName::Send => control::startup::RtrType::Send,
+            }),
+        },
+        ird_ord: a.ird_ord,
+        faults: Faults {
+            loss: a.loss,
+            reorder: a.reorder,
+            duplicate: a.duplicate,
+            resegment: a.resegment,
+            corrupt: a.corrupt,
+            seed: a.seed,
+        },
+        verify: a.verify,
+        progress: !a.json,
+    };
+    let out = bench::run_embedded(&opts).map_err(|e| e.to_string())?;
+    if a.json {
+        print!("{}", iwarp::report::to_json(&out.report));
+    } else {
+        print!("{}", iwarp::report::to_text(&out.report));
+        let [c, s] = out.alignment;
+        println!(
+            " FPDU-aligned segments: client new {:.4} rtx {:.4} ({} retransmitted octets), server new {:.4}",
+            c.new_whole_ratio(),
+            c.rtx_whole_ratio(),
+            c.retransmitted_octets,
+            s.new_whole_ratio()
+        );
+        if a.verify {
+            println!(
+                " verified {} octets, {} wrong",
+                out.verified_octets, out.verify_errors
+            );
+        }
+    }
+    if let (Some(path), Some(h)) = (&a.hgrm, &out.histogram) {
+        let mut f = std::fs::File::create(path).map_err(|e| format!("{}: {e}", path.display()))?;
+        iwarp::report::write_hgrm(h, &mut f, 1000.0)
+            .map_err(|e| format!("{}: {e}", path.display()))?;
+    }
+    Ok(out.verify_errors == 0)
 }
 
 fn read_input(path: &PathBuf) -> std::io::Result<Vec<u8>> {
@@ -111,6 +297,7 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Decode(args) => run_decode(args),
+        Command::Bench(args) => run_bench(args),
     };
     match result {
         Ok(true) => ExitCode::SUCCESS,

@@ -2,5 +2,8 @@
 //! RFC 6581 (IRD/ORD negotiation, peer-to-peer RTR), sans-IO.
 #![forbid(unsafe_code)]
 
+pub mod cm;
+pub mod embedded;
 pub mod startup;
+pub mod verbs;
 mod wire;

@@ -16,15 +16,19 @@
 //!   ([`port::mem`]) with seeded fault injection.
 //! * [`net`]: Ethernet, ARP, IPv4 and ICMP echo for the poll-mode core, sans-IO except
 //!   for the [`port::Port`] it writes replies and segments to.
+//! * [`lcore`]: the poll-mode core loop (port → TCP → MPA → DDP/RDMAP and back).
+//! * [`rings`]: the rings between consumers, the control thread and the core.
 #![forbid(unsafe_code)]
 
 pub mod crc;
 pub mod ddp;
+pub mod lcore;
 pub mod mpa;
 pub mod net;
 pub mod port;
 pub mod rdma;
 pub mod rdmap;
+pub mod rings;
 
 /// Hex text (white space ignored) to octets, for this crate's unit tests.
 #[cfg(test)]

@@ -1,0 +1,691 @@
+//! The connection manager: the control thread that takes connections from TCP to Full
+//! Operation.
+//!
+//! It serves consumers' [`CmRequest`]s (connect, listen, accept, reject, disconnect) and
+//! the core's [`CoreEvent`]s. For each connection it runs the MPA startup machine of its
+//! role ([`Initiator`] or [`Responder`]) over the streaming-mode octets the core forwards,
+//! writes the machine's output back through the core ([`CoreCmd::Send`]), and, once the
+//! machine reports [`Event::Established`], publishes the QP to the core
+//! ([`CoreCmd::Publish`]) with the negotiated modes, IRD/ORD, MSNs and the stream position
+//! where FPDU mode begins.
+//!
+//! [`ConnectionManager`] is sans-IO like the machines it drives: [`ConnectionManager::on_request`],
+//! [`ConnectionManager::on_core_event`] and [`ConnectionManager::on_timeout`] take input,
+//! commands for the core go to a channel. [`spawn`] runs it on a thread.
+
+use std::collections::HashMap;
+use std::fmt;
+use std::net::SocketAddrV4;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use crossbeam::channel::{self, Receiver, Sender};
+use dataplane::rdma::QpConfig;
+use dataplane::rings::{
+    CloseReason, ConnId, CoreCmd, CoreEvent, QpPublish, QpRingState, QpRings, CONN_ID_ACTIVE,
+};
+use dataplane::tcp::FourTuple;
+
+use crate::startup::{
+    AcceptParams, ApiError, CloseKind, Established, Event, Failure, Initiator, InitiatorConfig,
+    IrdOrd, Output, Rejected, RequestReceived, Responder, ResponderConfig, IRD_ORD_NO_NEGOTIATION,
+};
+
+/// The QP a connection will run, as the consumer created it.
+#[derive(Debug, Clone)]
+pub struct QpSpec {
+    /// The consumer's rings (its QP number is `rings.qpn`).
+    pub rings: Arc<QpRings>,
+    /// Protection domain.
+    pub pd: u32,
+    /// Send queue depth.
+    pub max_send_wr: usize,
+    /// Receive queue depth.
+    pub max_recv_wr: usize,
+    /// IRD and ORD to use when MPA did not negotiate them (Rev 1, or 0x3FFF).
+    pub default_ird_ord: (u16, u16),
+}
+
+/// What the consumer learns when a connection reaches Full Operation.
+#[derive(Debug, Clone)]
+pub struct ConnInfo {
+    /// The connection.
+    pub conn: ConnId,
+    /// Its 4-tuple.
+    pub tuple: FourTuple,
+    /// The startup's outcome: frames, modes, IRD/ORD, RTR.
+    pub established: Box<Established>,
+    /// IRD the QP runs with.
+    pub ird: u16,
+    /// ORD the QP runs with.
+    pub ord: u16,
+}
+
+impl ConnInfo {
+    /// Private data the peer sent (in its Request or Reply).
+    pub fn peer_private_data(&self) -> &[u8] {
+        let e = &self.established;
+        match e.role {
+            crate::startup::Role::Initiator => &e.reply.private_data,
+            crate::startup::Role::Responder => &e.request.private_data,
+        }
+    }
+}
+
+/// Why a connection did not reach Full Operation.
+#[derive(Debug, Clone)]
+pub enum CmError {
+    /// The peer rejected it (MPA Reply with R = 1).
+    Rejected(Box<Rejected>),
+    /// The MPA startup failed.
+    Startup(Box<Failure>),
+    /// TCP failed or closed before the startup completed.
+    Closed(CloseReason),
+    /// A machine refused the parameters.
+    Api(ApiError),
+    /// No such connection or request.
+    UnknownConnection,
+    /// The port is already listened on.
+    AddressInUse,
+    /// The control thread is gone.
+    Shutdown,
+}
+
+impl fmt::Display for CmError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            CmError::Rejected(r) => write!(
+                f,
+                "rejected by the peer ({} octets of private data)",
+                r.reply.private_data.len()
+            ),
+            CmError::Startup(fail) => {
+                write!(
+                    f,
+                    "MPA startup failed: {} (MPA error {:?})",
+                    fail.error,
+                    fail.code()
+                )
+            }
+            CmError::Closed(r) => write!(f, "connection closed during startup: {r:?}"),
+            CmError::Api(e) => write!(f, "invalid connection parameters: {e}"),
+            CmError::UnknownConnection => f.write_str("no such connection"),
+            CmError::AddressInUse => f.write_str("port already listened on"),
+            CmError::Shutdown => f.write_str("connection manager shut down"),
+        }
+    }
+}
+
+impl std::error::Error for CmError {}
+
+/// A connection request that arrived on a listener, for the consumer to accept or reject.
+#[derive(Debug, Clone)]
+pub struct ConnRequest {
+    /// The connection (pass it to accept/reject).
+    pub conn: ConnId,
+    /// Its 4-tuple.
+    pub tuple: FourTuple,
+    /// The MPA Request and what it asks for.
+    pub request: Box<RequestReceived>,
+}
+
+/// The reply channel of a request that ends in an established connection.
+pub type ConnReply = Sender<Result<ConnInfo, CmError>>;
+
+/// A consumer's request to the connection manager.
+#[derive(Debug)]
+pub enum CmRequest {
+    /// Connect `qp` to `remote`, as MPA Initiator with `config`.
+    Connect {
+        /// Where to.
+        remote: SocketAddrV4,
+        /// The QP.
+        qp: QpSpec,
+        /// MPA parameters.
+        config: Box<InitiatorConfig>,
+        /// Gets the result.
+        reply: ConnReply,
+    },
+    /// Listen on a TCP port as MPA Responder with `config`; requests go to `requests`.
+    Listen {
+        /// TCP port.
+        port: u16,
+        /// MPA parameters.
+        config: Box<ResponderConfig>,
+        /// Where arriving requests go.
+        requests: Sender<ConnRequest>,
+        /// Gets the result.
+        reply: Sender<Result<(), CmError>>,
+    },
+    /// Stop listening.
+    Unlisten {
+        /// TCP port.
+        port: u16,
+    },
+    /// Accept a request with `qp`.
+    Accept {
+        /// From [`ConnRequest::conn`].
+        conn: ConnId,
+        /// The QP.
+        qp: QpSpec,
+        /// Reply parameters.
+        params: AcceptParams,
+        /// Gets the result (when the connection is in Full Operation).
+        reply: ConnReply,
+    },
+    /// Reject a request, with private data.
+    Reject {
+        /// From [`ConnRequest::conn`].
+        conn: ConnId,
+        /// Private data for the Reply.
+        private_data: Vec<u8>,
+    },
+    /// Close an established connection (its QP flushes).
+    Disconnect {
+        /// The connection.
+        conn: ConnId,
+    },
+    /// Stop the control thread.
+    Shutdown,
+}
+
+enum Machine {
+    Initiator(Initiator),
+    Responder(Responder),
+}
+
+impl Machine {
+    fn poll_output(&mut self) -> Option<Output> {
+        match self {
+            Machine::Initiator(m) => m.poll_output(),
+            Machine::Responder(m) => m.poll_output(),
+        }
+    }
+    fn poll_timeout(&self) -> Option<Instant> {
+        match self {
+            Machine::Initiator(m) => m.poll_timeout(),
+            Machine::Responder(m) => m.poll_timeout(),
+        }
+    }
+    fn on_timeout(&mut self, now: Instant) {
+        match self {
+            Machine::Initiator(m) => m.on_timeout(now),
+            Machine::Responder(m) => m.on_timeout(now),
+        }
+    }
+    fn on_data(&mut self, data: &[u8], now: Instant) {
+        match self {
+            Machine::Initiator(m) => m.on_data(data, now),
+            Machine::Responder(m) => m.on_data(data, now),
+        }
+    }
+    fn on_closed(&mut self, kind: CloseKind) {
+        match self {
+            Machine::Initiator(m) => m.on_closed(kind),
+            Machine::Responder(m) => m.on_closed(kind),
+        }
+    }
+}
+
+struct CmConn {
+    tuple: Option<FourTuple>,
+    machine: Option<Machine>,
+    initiator_config: Option<Box<InitiatorConfig>>,
+    listen_port: Option<u16>,
+    /// Octets fed to the machine so far (the receive stream position after them).
+    fed: u64,
+    qp: Option<QpSpec>,
+    reply: Option<ConnReply>,
+    established: bool,
+}
+
+struct ListenerEntry {
+    config: ResponderConfig,
+    requests: Sender<ConnRequest>,
+}
+
+/// The connection manager's state (see the module docs).
+pub struct ConnectionManager {
+    core: Sender<CoreCmd>,
+    conns: HashMap<ConnId, CmConn>,
+    listeners: HashMap<u16, ListenerEntry>,
+    next_active: u64,
+}
+
+impl fmt::Debug for ConnectionManager {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ConnectionManager")
+            .field("connections", &self.conns.len())
+            .field("listeners", &self.listeners.len())
+            .finish()
+    }
+}
+
+fn qp_config(qp: &QpSpec, e: &Established) -> (QpConfig, u16, u16) {
+    let (def_ird, def_ord) = qp.default_ird_ord;
+    let pick = |v: u16, d: u16| if v == IRD_ORD_NO_NEGOTIATION { d } else { v };
+    let (ird, ord) = match e.ird_ord {
+        Some(IrdOrd {
+            local_ird,
+            local_ord,
+            ..
+        }) => (pick(local_ird, def_ird), pick(local_ord, def_ord)),
+        None => (def_ird, def_ord),
+    };
+    let m = |q: &crate::startup::QueueMsns| [q.send, q.read_request, q.terminate];
+    (
+        QpConfig {
+            qpn: qp.rings.qpn,
+            pd: qp.pd,
+            ird,
+            ord,
+            tx_next_msn: m(&e.tx_next_msn),
+            rx_next_msn: m(&e.rx_next_msn),
+            max_send_wr: qp.max_send_wr,
+            max_recv_wr: qp.max_recv_wr,
+            read_rtr_sink: e.read_rtr_sink.map(|s| (s.stag, s.to)),
+        },
+        ird,
+        ord,
+    )
+}
+
+impl ConnectionManager {
+    /// A manager that commands one core through `core`.
+    pub fn new(core: Sender<CoreCmd>) -> Self {
+        ConnectionManager {
+            core,
+            conns: HashMap::new(),
+            listeners: HashMap::new(),
+            next_active: 1,
+        }
+    }
+
+    fn send_core(&self, cmd: CoreCmd) {
+        // The core outlives the manager in every orderly shutdown.
+        let _ = self.core.send(cmd);
+    }
+
+    /// Handles a consumer request. Returns false for [`CmRequest::Shutdown`].
+    pub fn on_request(&mut self, req: CmRequest, now: Instant) -> bool {
+        match req {
+            CmRequest::Connect {
+                remote,
+                qp,
+                config,
+                reply,
+            } => {
+                if let Err(e) = config.request() {
+                    let _ = reply.send(Err(CmError::Api(e)));
+                    return true;
+                }
+                let id = CONN_ID_ACTIVE | self.next_active;
+                self.next_active += 1;
+                self.conns.insert(
+                    id,
+                    CmConn {
+                        tuple: None,
+                        machine: None,
+                        initiator_config: Some(config),
+                        listen_port: None,
+                        fed: 0,
+                        qp: Some(qp),
+                        reply: Some(reply),
+                        established: false,
+                    },
+                );
+                self.send_core(CoreCmd::Connect { conn: id, remote });
+            }
+            CmRequest::Listen {
+                port,
+                config,
+                requests,
+                reply,
+            } => {
+                if self.listeners.contains_key(&port) {
+                    let _ = reply.send(Err(CmError::AddressInUse));
+                    return true;
+                }
+                if let Err(e) = Responder::new((*config).clone(), now) {
+                    let _ = reply.send(Err(CmError::Api(e)));
+                    return true;
+                }
+                self.listeners.insert(
+                    port,
+                    ListenerEntry {
+                        config: *config,
+                        requests,
+                    },
+                );
+                self.send_core(CoreCmd::Listen { port });
+                let _ = reply.send(Ok(()));
+            }
+            CmRequest::Unlisten { port } => {
+                if self.listeners.remove(&port).is_some() {
+                    self.send_core(CoreCmd::Unlisten { port });
+                }
+            }
+            CmRequest::Accept {
+                conn,
+                qp,
+                params,
+                reply,
+            } => {
+                let Some(c) = self.conns.get_mut(&conn) else {
+                    let _ = reply.send(Err(CmError::UnknownConnection));
+                    return true;
+                };
+                let Some(Machine::Responder(m)) = c.machine.as_mut() else {
+                    let _ = reply.send(Err(CmError::UnknownConnection));
+                    return true;
+                };
+                if let Err(e) = m.accept(params, now) {
+                    let _ = reply.send(Err(CmError::Api(e)));
+                    return true;
+                }
+                c.qp = Some(qp);
+                c.reply = Some(reply);
+                self.drain(conn, now);
+            }
+            CmRequest::Reject { conn, private_data } => {
+                if let Some(CmConn {
+                    machine: Some(Machine::Responder(m)),
+                    ..
+                }) = self.conns.get_mut(&conn)
+                {
+                    let _ = m.reject(private_data);
+                    self.drain(conn, now);
+                }
+            }
+            CmRequest::Disconnect { conn } => {
+                if self.conns.contains_key(&conn) {
+                    self.send_core(CoreCmd::Close { conn, abort: false });
+                }
+            }
+            CmRequest::Shutdown => return false,
+        }
+        true
+    }
+
+    /// Handles an event from the core.
+    pub fn on_core_event(&mut self, ev: CoreEvent, now: Instant) {
+        match ev {
+            CoreEvent::Connected { conn, tuple } => {
+                let Some(c) = self.conns.get_mut(&conn) else {
+                    self.send_core(CoreCmd::Close { conn, abort: true });
+                    return;
+                };
+                c.tuple = Some(tuple);
+                let cfg = c.initiator_config.take().map(|b| *b).unwrap_or_default();
+                match Initiator::new(cfg, now) {
+                    Ok(m) => c.machine = Some(Machine::Initiator(m)),
+                    Err(e) => {
+                        if let Some(r) = c.reply.take() {
+                            let _ = r.send(Err(CmError::Api(e)));
+                        }
+                        self.send_core(CoreCmd::Close { conn, abort: true });
+                        return;
+                    }
+                }
+                self.drain(conn, now);
+            }
+            CoreEvent::Accepted { conn, tuple } => {
+                let Some(l) = self.listeners.get(&tuple.local_port) else {
+                    self.send_core(CoreCmd::Close { conn, abort: true });
+                    return;
+                };
+                let m = match Responder::new(l.config.clone(), now) {
+                    Ok(m) => m,
+                    Err(_) => {
+                        self.send_core(CoreCmd::Close { conn, abort: true });
+                        return;
+                    }
+                };
+                self.conns.insert(
+                    conn,
+                    CmConn {
+                        tuple: Some(tuple),
+                        machine: Some(Machine::Responder(m)),
+                        initiator_config: None,
+                        listen_port: Some(tuple.local_port),
+                        fed: 0,
+                        qp: None,
+                        reply: None,
+                        established: false,
+                    },
+                );
+                self.drain(conn, now);
+            }
+            CoreEvent::Data { conn, bytes } => {
+                if let Some(c) = self.conns.get_mut(&conn) {
+                    if c.established {
+                        return;
+                    }
+                    c.fed += bytes.len() as u64;
+                    if let Some(m) = c.machine.as_mut() {
+                        m.on_data(&bytes, now);
+                    }
+                    self.drain(conn, now);
+                }
+            }
+            CoreEvent::PeerFin { conn } => {
+                if let Some(c) = self.conns.get_mut(&conn) {
+                    if let Some(m) = c.machine.as_mut() {
+                        m.on_closed(CloseKind::Fin);
+                    }
+                    self.drain(conn, now);
+                }
+            }
+            CoreEvent::QpError { .. } => {}
+            CoreEvent::Closed { conn, reason } => {
+                if let Some(mut c) = self.conns.remove(&conn) {
+                    if let Some(m) = c.machine.as_mut() {
+                        if !c.established {
+                            m.on_closed(match reason {
+                                CloseReason::PeerClosed => CloseKind::Fin,
+                                _ => CloseKind::Reset,
+                            });
+                        }
+                    }
+                    if let Some(r) = c.reply.take() {
+                        let _ = r.send(Err(CmError::Closed(reason)));
+                    }
+                    if let Some(qp) = &c.qp {
+                        qp.rings.set_state(QpRingState::Error);
+                    }
+                }
+            }
+        }
+    }
+
+    /// The earliest startup deadline.
+    pub fn poll_timeout(&self) -> Option<Instant> {
+        self.conns
+            .values()
+            .filter_map(|c| c.machine.as_ref().and_then(|m| m.poll_timeout()))
+            .min()
+    }
+
+    /// Runs the machines' timers due at `now`.
+    pub fn on_timeout(&mut self, now: Instant) {
+        let due: Vec<ConnId> = self
+            .conns
+            .iter()
+            .filter(|(_, c)| {
+                c.machine
+                    .as_ref()
+                    .and_then(|m| m.poll_timeout())
+                    .is_some_and(|t| t <= now)
+            })
+            .map(|(id, _)| *id)
+            .collect();
+        for id in due {
+            if let Some(Some(m)) = self.conns.get_mut(&id).map(|c| c.machine.as_mut()) {
+                m.on_timeout(now);
+            }
+            self.drain(id, now);
+        }
+    }
+
+    /// Carries out a machine's outputs.
+    fn drain(&mut self, id: ConnId, _now: Instant) {
+        loop {
+            let Some(c) = self.conns.get_mut(&id) else {
+                return;
+            };
+            let Some(m) = c.machine.as_mut() else {
+                return;
+            };
+            let Some(out) = m.poll_output() else {
+                return;
+            };
+            match out {
+                Output::Send(bytes) => self.send_core(CoreCmd::Send { conn: id, bytes }),
+                Output::Close => self.send_core(CoreCmd::Close {
+                    conn: id,
+                    abort: true,
+                }),
+                Output::Event(Event::RequestReceived(r)) => {
+                    let port = c.listen_port.unwrap_or(0);
+                    let tuple = c.tuple.expect("accepted connections have a tuple");
+                    let delivered = self.listeners.get(&port).is_some_and(|l| {
+                        l.requests
+                            .send(ConnRequest {
+                                conn: id,
+                                tuple,
+                                request: r,
+                            })
+                            .is_ok()
+                    });
+                    if !delivered {
+                        if let Some(Machine::Responder(m)) = c.machine.as_mut() {
+                            let _ = m.reject(Vec::new());
+                        }
+                    }
+                }
+                Output::Event(Event::ReplyReceived(_)) => {
+                    // confirm_reply is a consumer option this manager does not expose: go on.
+                    if let Some(Machine::Initiator(m)) = c.machine.as_mut() {
+                        let _ = m.confirm();
+                    }
+                }
+                Output::Event(Event::Established(e)) => {
+                    c.established = true;
+                    let Some(qp) = c.qp.clone() else {
+                        self.send_core(CoreCmd::Close {
+                            conn: id,
+                            abort: true,
+                        });
+                        continue;
+                    };
+                    let (config, ird, ord) = qp_config(&qp, &e);
+                    let rx_stream_pos = c.fed - e.rx_pending.len() as u64;
+                    let publish = QpPublish {
+                        tx_mode: e.tx_mode,
+                        tx_offset: e.tx_offset,
+                        rx_mode: e.rx_mode,
+                        rx_offset: e.rx_offset,
+                        rx_stream_pos,
+                        config,
+                        rings: qp.rings.clone(),
+                    };
+                    let info = ConnInfo {
+                        conn: id,
+                        tuple: c.tuple.expect("established connections have a tuple"),
+                        established: e,
+                        ird,
+                        ord,
+                    };
+                    let reply = c.reply.take();
+                    self.send_core(CoreCmd::Publish {
+                        conn: id,
+                        qp: Box::new(publish),
+                    });
+                    if let Some(r) = reply {
+                        let _ = r.send(Ok(info));
+                    }
+                }
+                Output::Event(Event::Rejected(r)) => {
+                    if let Some(reply) = c.reply.take() {
+                        let _ = reply.send(Err(CmError::Rejected(r)));
+                    }
+                    // MPA has exited; this manager has no further use for the stream.
+                    self.send_core(CoreCmd::Close {
+                        conn: id,
+                        abort: false,
+                    });
+                }
+                Output::Event(Event::Failed(f)) => {
+                    if let Some(reply) = c.reply.take() {
+                        let _ = reply.send(Err(CmError::Startup(f)));
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// A handle to a running control thread.
+#[derive(Debug)]
+pub struct CmHandle {
+    /// Where consumers send requests.
+    pub requests: Sender<CmRequest>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl CmHandle {
+    /// Stops the thread and waits for it.
+    pub fn shutdown(&mut self) {
+        let _ = self.requests.send(CmRequest::Shutdown);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+impl Drop for CmHandle {
+    fn drop(&mut self) {
+        self.shutdown();
+    }
+}
+
+/// Runs a [`ConnectionManager`] on a new thread named `name`, serving consumer requests
+/// and the events of the core commanded through `core`.
+pub fn spawn(name: &str, core: Sender<CoreCmd>, events: Receiver<CoreEvent>) -> CmHandle {
+    let (tx, rx) = channel::unbounded::<CmRequest>();
+    let thread = std::thread::Builder::new()
+        .name(name.to_string())
+        .spawn(move || run(ConnectionManager::new(core), rx, events))
+        .expect("spawning the control thread");
+    CmHandle {
+        requests: tx,
+        thread: Some(thread),
+    }
+}
+
+fn run(mut cm: ConnectionManager, requests: Receiver<CmRequest>, events: Receiver<CoreEvent>) {
+    loop {
+        let now = Instant::now();
+        cm.on_timeout(now);
+        let timeout = cm
+            .poll_timeout()
+            .map(|t| t.saturating_duration_since(now))
+            .unwrap_or(Duration::from_millis(100))
+            .min(Duration::from_millis(100));
+        channel::select! {
+            recv(requests) -> r => match r {
+                Ok(req) => {
+                    if !cm.on_request(req, Instant::now()) {
+                        return;
+                    }
+                }
+                Err(_) => return,
+            },
+            recv(events) -> e => match e {
+                Ok(ev) => cm.on_core_event(ev, Instant::now()),
+                Err(_) => return,
+            },
+            default(timeout) => {}
+        }
+    }
+}

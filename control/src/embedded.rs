@@ -1,0 +1,92 @@
+//! The embedded default: two iWARP devices in one process joined by the in-memory wire
+//! ([`dataplane::port::mem`]). Used by `iwarp bench` without a config file and by the
+//! end-to-end tests.
+//!
+//! Node A is `10.77.0.1`, node B `10.77.0.2`, both in `10.77.0.0/24`; ARP resolves them
+//! over the simulated wire like on a real link.
+
+use std::net::{Ipv4Addr, SocketAddrV4};
+
+use dataplane::lcore::{Core, CoreConfig};
+use dataplane::net::NetConfig;
+use dataplane::port::mem::{self, WireConfig, WireConfigError};
+use dataplane::port::Port;
+use dataplane::tcp;
+
+use crate::verbs::{self, Device};
+
+/// Node A's address.
+pub const ADDR_A: Ipv4Addr = Ipv4Addr::new(10, 77, 0, 1);
+/// Node B's address.
+pub const ADDR_B: Ipv4Addr = Ipv4Addr::new(10, 77, 0, 2);
+/// The TCP port B listens on in the benchmark (perftest's default).
+pub const BENCH_PORT: u16 = 18515;
+
+/// Two devices joined by the in-memory wire, with their cores (not running yet).
+#[derive(Debug)]
+pub struct Pair {
+    /// Node A (the client in benchmarks).
+    pub a: Device,
+    /// A's core.
+    pub core_a: Core,
+    /// Node B (the server).
+    pub b: Device,
+    /// B's core.
+    pub core_b: Core,
+}
+
+impl Pair {
+    /// Where B listens for benchmarks.
+    pub fn server_addr(&self) -> SocketAddrV4 {
+        SocketAddrV4::new(ADDR_B, BENCH_PORT)
+    }
+}
+
+/// TCP tunables for the in-memory link: a 200 µs RTO floor (the wire's RTT is a few
+/// microseconds), 1 ms initial RTO, 4 MiB windows.
+pub fn tcp_config(mtu: usize) -> tcp::Config {
+    tcp::Config {
+        mtu,
+        recv_buffer: 4 << 20,
+        send_buffer: 4 << 20,
+        rto_initial: smoltcp::time::Duration::from_millis(1),
+        rto_min: smoltcp::time::Duration::from_micros(200),
+        delayed_ack: smoltcp::time::Duration::from_micros(50),
+        ..tcp::Config::default()
+    }
+}
+
+fn node(port: Box<dyn Port>, addr: Ipv4Addr, tcp: tcp::Config) -> (Device, Core) {
+    let cfg = CoreConfig {
+        net: NetConfig {
+            mac: port.mac(),
+            addr,
+            prefix_len: 24,
+            gateway: None,
+            mtu: port.mtu(),
+        },
+        tcp,
+        isn_key: None,
+    };
+    verbs::open(cfg, port)
+}
+
+/// Builds the pair: `a_to_b` configures frames from A to B, `b_to_a` the reverse (their
+/// MTUs must agree). `tcp` applies to both nodes.
+pub fn pair(
+    a_to_b: WireConfig,
+    b_to_a: WireConfig,
+    tcp: tcp::Config,
+) -> Result<Pair, WireConfigError> {
+    a_to_b.validate()?;
+    b_to_a.validate()?;
+    let (pa, pb) = mem::link(a_to_b, b_to_a);
+    let (a, core_a) = node(Box::new(pa), ADDR_A, tcp.clone());
+    let (b, core_b) = node(Box::new(pb), ADDR_B, tcp);
+    Ok(Pair {
+        a,
+        core_a,
+        b,
+        core_b,
+    })
+}

@@ -1,0 +1,519 @@
+//! The consumer's verbs-style API: device, protection domain, memory region, completion
+//! queue, queue pair, connect/listen/accept.
+//!
+//! Data-path calls ([`QueuePair::post_send`], [`QueuePair::post_recv`], [`Cq::poll`]) are
+//! pushes and pops on lock-free rings shared with the poll-mode core: no locks, no system
+//! calls. Connection management goes to the control thread ([`crate::cm`]) and answers
+//! through [`Pending`] handles, which never block the caller unless asked to
+//! ([`Pending::wait`]), so a consumer that drives its core itself ([`Core::poll`]) in the
+//! same thread can set up connections too.
+//!
+//! ```no_run
+//! # use control::verbs::*;
+//! # use dataplane::rdma::Access;
+//! # fn demo(dev: &Device) -> Result<(), Box<dyn std::error::Error>> {
+//! let pd = dev.alloc_pd();
+//! let mr = pd.reg_mr(4096, Access::LOCAL_WRITE | Access::REMOTE_WRITE)?;
+//! let cq = dev.create_cq(256);
+//! let qp = pd.create_qp(&QpInit::new(&cq, &cq));
+//! let info = dev
+//!     .connect(&qp, "10.0.0.2:4791".parse()?, Default::default())
+//!     .wait()?;
+//! # let _ = (mr, info); Ok(()) }
+//! ```
+
+use std::net::SocketAddrV4;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use crossbeam::channel::{self, Receiver, RecvTimeoutError, TryRecvError};
+use dataplane::lcore::{Core, CoreConfig};
+use dataplane::port::Port;
+pub use dataplane::rdma::{
+    Access, Completion, MemoryRegion, MrError, MrTable, RecvWr, SendOp, SendWr, Sge, WcOpcode,
+    WcStatus,
+};
+use dataplane::rings::{ConnId, CqRing, QpRingState, QpRings};
+
+use crate::cm::{self, CmError, CmHandle, CmRequest, ConnInfo, ConnRequest, QpSpec};
+pub use crate::startup::{AcceptParams, InitiatorConfig, ResponderConfig};
+
+struct DeviceInner {
+    mrs: Arc<MrTable>,
+    cm: Mutex<CmHandle>,
+    requests: channel::Sender<CmRequest>,
+    next_pd: AtomicU32,
+    next_qpn: AtomicU32,
+}
+
+/// An iWARP device: one core (its port and TCP/MPA/DDP/RDMAP engines) and its control
+/// thread. Cheap to clone.
+#[derive(Clone)]
+pub struct Device {
+    inner: Arc<DeviceInner>,
+}
+
+impl std::fmt::Debug for Device {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Device").finish_non_exhaustive()
+    }
+}
+
+/// Opens a device on `port`: starts its control thread and returns the device with its
+/// [`Core`]. The caller runs the core: on a thread of its own (`loop { core.poll(); }`,
+/// see [`spawn_core`]) or interleaved with its own work in the same thread.
+pub fn open(cfg: CoreConfig, port: Box<dyn Port>) -> (Device, Core) {
+    let mrs = Arc::new(MrTable::new());
+    let (cmd_tx, cmd_rx) = channel::unbounded();
+    let (ev_tx, ev_rx) = channel::unbounded();
+    let core = Core::new(cfg, port, mrs.clone(), cmd_rx, ev_tx);
+    let handle = cm::spawn("iwarp-control", cmd_tx, ev_rx);
+    let requests = handle.requests.clone();
+    let dev = Device {
+        inner: Arc::new(DeviceInner {
+            mrs,
+            cm: Mutex::new(handle),
+            requests,
+            next_pd: AtomicU32::new(1),
+            next_qpn: AtomicU32::new(1),
+        }),
+    };
+    (dev, core)
+}
+
+/// A core running on its own thread; [`CoreThread::stop`] (or drop) ends it and gives
+/// the core back.
+#[derive(Debug)]
+pub struct CoreThread {
+    stop: Arc<std::sync::atomic::AtomicBool>,
+    thread: Option<std::thread::JoinHandle<Core>>,
+}
+
+/// Runs `core` on a new thread, polling until [`CoreThread::stop`].
+pub fn spawn_core(mut core: Core) -> CoreThread {
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let s = stop.clone();
+    let thread = std::thread::Builder::new()
+        .name("iwarp-core".into())
+        .spawn(move || {
+            while !s.load(Ordering::Relaxed) {
+                if core.poll() == 0 {
+                    std::hint::spin_loop();
+                }
+            }
+            core
+        })
+        .expect("spawning the core thread");
+    CoreThread {
+        stop,
+        thread: Some(thread),
+    }
+}
+
+impl CoreThread {
+    /// Stops the thread and returns the core (for its statistics).
+    pub fn stop(mut self) -> Option<Core> {
+        self.stop.store(true, Ordering::Relaxed);
+        self.thread.take().and_then(|t| t.join().ok())
+    }
+}
+
+impl Drop for CoreThread {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+/// The answer to a connection request, when it comes.
+#[derive(Debug)]
+pub struct Pending<T> {
+    rx: Receiver<Result<T, CmError>>,
+}
+
+impl<T> Pending<T> {
+    /// The answer if it has come.
+    pub fn try_get(&self) -> Option<Result<T, CmError>> {
+        match self.rx.try_recv() {
+            Ok(r) => Some(r),
+            Err(TryRecvError::Empty) => None,
+            Err(TryRecvError::Disconnected) => Some(Err(CmError::Shutdown)),
+        }
+    }
+
+    /// Waits for the answer.
+    pub fn wait(self) -> Result<T, CmError> {
+        self.rx.recv().unwrap_or(Err(CmError::Shutdown))
+    }
+
+    /// Waits at most `timeout`; `None` if the answer has not come.
+    pub fn wait_timeout(&self, timeout: Duration) -> Option<Result<T, CmError>> {
+        match self.rx.recv_timeout(timeout) {
+            Ok(r) => Some(r),
+            Err(RecvTimeoutError::Timeout) => None,
+            Err(RecvTimeoutError::Disconnected) => Some(Err(CmError::Shutdown)),
+        }
+    }
+
+    /// Runs `core` until the answer comes (or `timeout` passes): for consumers that drive
+    /// their core in their own thread.
+    pub fn poll_with(&self, core: &mut Core, timeout: Duration) -> Option<Result<T, CmError>> {
+        let end = Instant::now() + timeout;
+        loop {
+            core.poll();
+            if let Some(r) = self.try_get() {
+                return Some(r);
+            }
+            if Instant::now() >= end {
+                return None;
+            }
+        }
+    }
+}
+
+impl Device {
+    /// Allocates a protection domain.
+    pub fn alloc_pd(&self) -> Pd {
+        Pd {
+            id: self.inner.next_pd.fetch_add(1, Ordering::Relaxed),
+            dev: self.clone(),
+        }
+    }
+
+    /// Creates a completion queue with room for `depth` completions.
+    pub fn create_cq(&self, depth: usize) -> Cq {
+        Cq {
+            ring: Arc::new(CqRing::new(depth)),
+        }
+    }
+
+    /// The device's memory-region table.
+    pub fn mr_table(&self) -> &Arc<MrTable> {
+        &self.inner.mrs
+    }
+
+    fn request(&self, r: CmRequest) {
+        let _ = self.inner.requests.send(r);
+    }
+
+    /// Connects `qp` to `remote` as MPA Initiator (RFC 5044 7.1, RFC 6581). The answer
+    /// comes when the connection is in Full Operation (or failed).
+    pub fn connect(
+        &self,
+        qp: &QueuePair,
+        remote: SocketAddrV4,
+        cfg: InitiatorConfig,
+    ) -> Pending<ConnInfo> {
+        let (tx, rx) = channel::bounded(1);
+        self.request(CmRequest::Connect {
+            remote,
+            qp: qp.spec(),
+            config: Box::new(cfg),
+            reply: tx,
+        });
+        Pending { rx }
+    }
+
+    /// Listens on TCP port `port` as MPA Responder.
+    pub fn listen(&self, port: u16, cfg: ResponderConfig) -> Result<Listener, CmError> {
+        let (tx, rx) = channel::bounded(1);
+        let (req_tx, req_rx) = channel::unbounded();
+        self.request(CmRequest::Listen {
+            port,
+            config: Box::new(cfg),
+            requests: req_tx,
+            reply: tx,
+        });
+        rx.recv().unwrap_or(Err(CmError::Shutdown))?;
+        Ok(Listener {
+            port,
+            requests: req_rx,
+            dev: self.clone(),
+        })
+    }
+
+    /// Closes the connection `conn` (gracefully: queued work goes out first; the QP then
+    /// flushes).
+    pub fn disconnect(&self, conn: ConnId) {
+        self.request(CmRequest::Disconnect { conn });
+    }
+
+    /// Stops the control thread. Called when the last handle is dropped.
+    pub fn shutdown(&self) {
+        if let Ok(mut h) = self.inner.cm.lock() {
+            h.shutdown();
+        }
+    }
+}
+
+/// A listening TCP port.
+#[derive(Debug)]
+pub struct Listener {
+    port: u16,
+    requests: Receiver<ConnRequest>,
+    dev: Device,
+}
+
+impl Listener {
+    /// The TCP port.
+    pub fn port(&self) -> u16 {
+        self.port
+    }
+
+    /// The next connection request, if one is waiting.
+    pub fn try_next(&self) -> Option<ConnRequest> {
+        self.requests.try_recv().ok()
+    }
+
+    /// Waits at most `timeout` for the next connection request.
+    pub fn next_timeout(&self, timeout: Duration) -> Option<ConnRequest> {
+        self.requests.recv_timeout(timeout).ok()
+    }
+
+    /// Accepts a request with `qp`; the answer comes when the connection is in Full
+    /// Operation (for a client-server Responder: when the Initiator's first FPDU arrived,
+    /// RFC 5044 7.1.2 rule 4; so post receives first).
+    pub fn accept(
+        &self,
+        req: &ConnRequest,
+        qp: &QueuePair,
+        params: AcceptParams,
+    ) -> Pending<ConnInfo> {
+        let (tx, rx) = channel::bounded(1);
+        self.dev.request(CmRequest::Accept {
+            conn: req.conn,
+            qp: qp.spec(),
+            params,
+            reply: tx,
+        });
+        Pending { rx }
+    }
+
+    /// Rejects a request with private data (MPA Reply with R = 1).
+    pub fn reject(&self, req: &ConnRequest, private_data: Vec<u8>) {
+        self.dev.request(CmRequest::Reject {
+            conn: req.conn,
+            private_data,
+        });
+    }
+}
+
+impl Drop for Listener {
+    fn drop(&mut self) {
+        self.dev.request(CmRequest::Unlisten { port: self.port });
+    }
+}
+
+/// A protection domain.
+#[derive(Debug, Clone)]
+pub struct Pd {
+    id: u32,
+    dev: Device,
+}
+
+/// A registered memory region; deregistered when dropped.
+#[derive(Debug)]
+pub struct Mr {
+    region: Arc<MemoryRegion>,
+    table: Arc<MrTable>,
+}
+
+impl std::ops::Deref for Mr {
+    type Target = MemoryRegion;
+    fn deref(&self) -> &MemoryRegion {
+        &self.region
+    }
+}
+
+impl Mr {
+    /// The STag (local and remote key).
+    pub fn key(&self) -> u32 {
+        self.region.stag()
+    }
+
+    /// An SGE covering `len` octets at offset `off` of this region.
+    pub fn sge(&self, off: u64, len: u32) -> Sge {
+        Sge {
+            stag: self.region.stag(),
+            to: self.region.base_to() + off,
+            len,
+        }
+    }
+
+    /// The shared region.
+    pub fn region(&self) -> &Arc<MemoryRegion> {
+        &self.region
+    }
+}
+
+impl Drop for Mr {
+    fn drop(&mut self) {
+        self.table.deregister(self.region.stag());
+    }
+}
+
+/// How to build a QP.
+#[derive(Debug, Clone)]
+pub struct QpInit {
+    /// Where send-side completions go.
+    pub send_cq: Arc<CqRing>,
+    /// Where receive completions go.
+    pub recv_cq: Arc<CqRing>,
+    /// Send queue depth.
+    pub max_send_wr: usize,
+    /// Receive queue depth.
+    pub max_recv_wr: usize,
+    /// IRD and ORD when MPA does not negotiate them.
+    pub default_ird_ord: (u16, u16),
+}
+
+impl QpInit {
+    /// Depths of 1024 work requests, IRD/ORD 16.
+    pub fn new(send_cq: &Cq, recv_cq: &Cq) -> Self {
+        QpInit {
+            send_cq: send_cq.ring.clone(),
+            recv_cq: recv_cq.ring.clone(),
+            max_send_wr: 1024,
+            max_recv_wr: 1024,
+            default_ird_ord: (16, 16),
+        }
+    }
+}
+
+impl Pd {
+    /// The PD number.
+    pub fn id(&self) -> u32 {
+        self.id
+    }
+
+    /// Registers `len` zeroed octets with `access`; the region's TO range starts at a
+    /// fresh base address.
+    pub fn reg_mr(&self, len: usize, access: Access) -> Result<Mr, MrError> {
+        let table = self.dev.inner.mrs.clone();
+        // Distinct, page-aligned base TOs make a wrong STag/TO pair visible.
+        static NEXT_BASE: std::sync::atomic::AtomicU64 =
+            std::sync::atomic::AtomicU64::new(0x1_0000_0000);
+        let span = (len as u64).div_ceil(4096).max(1) * 4096 + 4096;
+        let base = NEXT_BASE.fetch_add(span, Ordering::Relaxed);
+        let region = table.register(self.id, base, len, access)?;
+        Ok(Mr { region, table })
+    }
+
+    /// Creates a QP.
+    pub fn create_qp(&self, init: &QpInit) -> QueuePair {
+        let qpn = self.dev.inner.next_qpn.fetch_add(1, Ordering::Relaxed);
+        QueuePair {
+            rings: Arc::new(QpRings::new(
+                qpn,
+                init.max_send_wr,
+                init.max_recv_wr,
+                init.send_cq.clone(),
+                init.recv_cq.clone(),
+            )),
+            pd: self.id,
+            init: init.clone(),
+        }
+    }
+}
+
+/// A completion queue.
+#[derive(Debug, Clone)]
+pub struct Cq {
+    ring: Arc<CqRing>,
+}
+
+impl Cq {
+    /// Takes up to `max` completions into `out`; returns how many.
+    pub fn poll(&self, out: &mut Vec<Completion>, max: usize) -> usize {
+        let mut n = 0;
+        while n < max {
+            match self.ring.pop() {
+                Some(c) => {
+                    out.push(c);
+                    n += 1;
+                }
+                None => break,
+            }
+        }
+        n
+    }
+
+    /// Takes one completion.
+    pub fn poll_one(&self) -> Option<Completion> {
+        self.ring.pop()
+    }
+
+    /// The shared ring.
+    pub fn ring(&self) -> &Arc<CqRing> {
+        &self.ring
+    }
+}
+
+/// Why a work request was not posted.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PostError {
+    /// The queue is full.
+    QueueFull,
+    /// The QP is in error.
+    QpError,
+}
+
+impl std::fmt::Display for PostError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            PostError::QueueFull => "work queue full",
+            PostError::QpError => "QP in error state",
+        })
+    }
+}
+
+impl std::error::Error for PostError {}
+
+/// A queue pair.
+#[derive(Debug, Clone)]
+pub struct QueuePair {
+    rings: Arc<QpRings>,
+    pd: u32,
+    init: QpInit,
+}
+
+impl QueuePair {
+    fn spec(&self) -> QpSpec {
+        QpSpec {
+            rings: self.rings.clone(),
+            pd: self.pd,
+            max_send_wr: self.init.max_send_wr,
+            max_recv_wr: self.init.max_recv_wr,
+            default_ird_ord: self.init.default_ird_ord,
+        }
+    }
+
+    /// The QP number.
+    pub fn qpn(&self) -> u32 {
+        self.rings.qpn
+    }
+
+    /// Where the QP is.
+    pub fn state(&self) -> QpRingState {
+        self.rings.state()
+    }
+
+    /// Posts a send-queue work request (Send, RDMA Write, RDMA Read).
+    pub fn post_send(&self, wr: SendWr) -> Result<(), PostError> {
+        if self.rings.state() == QpRingState::Error {
+            return Err(PostError::QpError);
+        }
+        self.rings.sq.push(wr).map_err(|_| PostError::QueueFull)
+    }
+
+    /// Posts a receive buffer.
+    pub fn post_recv(&self, wr: RecvWr) -> Result<(), PostError> {
+        if self.rings.state() == QpRingState::Error {
+            return Err(PostError::QpError);
+        }
+        self.rings.rq.push(wr).map_err(|_| PostError::QueueFull)
+    }
+}

@@ -1,0 +1,247 @@
+//! End to end over the in-memory wire: every RDMA operation in every MPA mode (markers ×
+//! CRC × Rev 1/2 × client-server / peer-to-peer with each RTR type), every byte checked.
+
+mod e2e;
+
+use control::startup::{RtrType, RtrTypes};
+use control::verbs::*;
+use dataplane::rdma::Access;
+use e2e::*;
+
+#[derive(Debug, Clone, Copy)]
+struct Mode {
+    markers: bool,
+    crc: bool,
+    enhanced: bool,
+    rtr: Option<RtrType>,
+}
+
+fn configs(m: Mode) -> (InitiatorConfig, ResponderConfig) {
+    let mut i = InitiatorConfig {
+        markers: m.markers,
+        crc: m.crc,
+        enhanced: m.enhanced,
+        ird: 8,
+        ord: 8,
+        ..Default::default()
+    };
+    let r = ResponderConfig {
+        markers: m.markers,
+        crc: m.crc,
+        ..Default::default()
+    };
+    if let Some(t) = m.rtr {
+        i.peer_to_peer = true;
+        i.rtr_types = RtrTypes::NONE.with(t);
+    }
+    (i, r)
+}
+
+/// Sends `data` from `from` to `to` (a receive is posted first) and checks it arrived.
+fn send_and_check(env: &mut Env, from: &Side, to: &Side, data: &[u8], wr_id: u64) {
+    let src = from
+        .pd
+        .reg_mr(data.len().max(1), Access::LOCAL_WRITE)
+        .unwrap();
+    src.write(0, data).unwrap();
+    let dst = to.pd.reg_mr(data.len() + 64, Access::LOCAL_WRITE).unwrap();
+    to.qp
+        .post_recv(RecvWr {
+            wr_id: wr_id + 1,
+            local: dst.sge(0, (data.len() + 64) as u32),
+        })
+        .unwrap();
+    // Let the receive reach the core before the Send can arrive.
+    env.pump();
+    from.qp
+        .post_send(SendWr {
+            wr_id,
+            op: SendOp::Send,
+            local: src.sge(0, data.len() as u32),
+            signaled: true,
+        })
+        .unwrap();
+    let c = env.completion("send completion", &from.cq);
+    assert_eq!(
+        (c.wr_id, c.status, c.opcode),
+        (wr_id, WcStatus::Success, WcOpcode::Send)
+    );
+    let c = env.completion("recv completion", &to.cq);
+    assert_eq!(
+        (c.wr_id, c.status, c.opcode),
+        (wr_id + 1, WcStatus::Success, WcOpcode::Recv)
+    );
+    assert_eq!(c.byte_len as usize, data.len());
+    let mut got = vec![0; data.len() + 64];
+    dst.read(0, &mut got).unwrap();
+    assert_eq!(&got[..data.len()], data, "send payload");
+    assert!(
+        got[data.len()..].iter().all(|&b| b == 0),
+        "octets beyond the message"
+    );
+}
+
+fn write_and_check(env: &mut Env, from: &Side, to: &Side, data: &[u8], wr_id: u64) {
+    let src = from
+        .pd
+        .reg_mr(data.len().max(1), Access::LOCAL_WRITE)
+        .unwrap();
+    src.write(0, data).unwrap();
+    let dst = to
+        .pd
+        .reg_mr(data.len() + 128, Access::LOCAL_WRITE | Access::REMOTE_WRITE)
+        .unwrap();
+    from.qp
+        .post_send(SendWr {
+            wr_id,
+            op: SendOp::Write {
+                remote_stag: dst.key(),
+                remote_to: dst.base_to() + 64,
+            },
+            local: src.sge(0, data.len() as u32),
+            signaled: true,
+        })
+        .unwrap();
+    let c = env.completion("write completion", &from.cq);
+    assert_eq!(
+        (c.wr_id, c.status, c.opcode),
+        (wr_id, WcStatus::Success, WcOpcode::Write)
+    );
+    // The Write is placed when its last segment arrives: wait for the last octet.
+    let last = data.len() + 63;
+    if !data.is_empty() {
+        let want = data[data.len() - 1];
+        env.until("write placement", |_| {
+            (dst.load_u8_acquire(last) == Some(want)).then_some(())
+        });
+    }
+    // Make sure everything has landed: a Send after the Write is delivered after it.
+    send_and_check(env, from, to, b"fence", wr_id + 10);
+    let mut got = vec![0; data.len() + 128];
+    dst.read(0, &mut got).unwrap();
+    assert!(
+        got[..64].iter().all(|&b| b == 0),
+        "octets before the target"
+    );
+    assert_eq!(&got[64..64 + data.len()], data, "write payload");
+    assert!(
+        got[64 + data.len()..].iter().all(|&b| b == 0),
+        "octets after the target"
+    );
+}
+
+fn read_and_check(env: &mut Env, from: &Side, to: &Side, data: &[u8], wr_id: u64) {
+    let src = to
+        .pd
+        .reg_mr(
+            data.len().max(1) + 32,
+            Access::LOCAL_WRITE | Access::REMOTE_READ,
+        )
+        .unwrap();
+    src.write(32, data).unwrap();
+    let sink = from
+        .pd
+        .reg_mr(data.len() + 16, Access::LOCAL_WRITE)
+        .unwrap();
+    from.qp
+        .post_send(SendWr {
+            wr_id,
+            op: SendOp::Read {
+                remote_stag: src.key(),
+                remote_to: src.base_to() + 32,
+            },
+            local: sink.sge(8, data.len() as u32),
+            signaled: true,
+        })
+        .unwrap();
+    let c = env.completion("read completion", &from.cq);
+    assert_eq!(
+        (c.wr_id, c.status, c.opcode),
+        (wr_id, WcStatus::Success, WcOpcode::Read)
+    );
+    assert_eq!(c.byte_len as usize, data.len());
+    let mut got = vec![0; data.len() + 16];
+    sink.read(0, &mut got).unwrap();
+    assert!(got[..8].iter().all(|&b| b == 0));
+    assert_eq!(&got[8..8 + data.len()], data, "read payload");
+    assert!(got[8 + data.len()..].iter().all(|&b| b == 0));
+}
+
+fn run_mode(m: Mode) {
+    let mut env = Env::perfect();
+    let (i, r) = configs(m);
+    let conn = connect(&mut env, i, r, AcceptParams::default(), |env, a, b| {
+        send_and_check(env, a, b, b"hello from the initiator", 1000)
+    })
+    .unwrap_or_else(|e| panic!("{m:?}: connect failed: {e}"));
+    let ea = &conn.info_a.established;
+    assert_eq!(ea.tx_mode.markers, m.markers, "{m:?}");
+    assert_eq!(ea.tx_mode.crc, m.crc, "{m:?}");
+    assert_eq!(ea.peer_to_peer, m.rtr.is_some());
+    assert_eq!(ea.rtr, m.rtr);
+    let (a, b) = (&conn.a, &conn.b);
+    let mut id = 1;
+    for &len in &[0usize, 1, 7, 1000, 1460, 4096, 65536, 300_000] {
+        let data = pattern(len as u64 + id, len);
+        send_and_check(&mut env, a, b, &data, id);
+        send_and_check(&mut env, b, a, &data, id + 2);
+        write_and_check(&mut env, a, b, &data, id + 4);
+        write_and_check(&mut env, b, a, &data, id + 6);
+        read_and_check(&mut env, a, b, &data, id + 8);
+        read_and_check(&mut env, b, a, &data, id + 9);
+        id += 100;
+    }
+}
+
+macro_rules! mode_tests {
+    ($($name:ident: $m:expr, $c:expr, $e:expr, $r:expr;)*) => {$(
+        #[test]
+        fn $name() {
+            run_mode(Mode { markers: $m, crc: $c, enhanced: $e, rtr: $r });
+        }
+    )*};
+}
+
+mode_tests! {
+    rev1_plain: false, false, false, None;
+    rev1_crc: false, true, false, None;
+    rev1_markers: true, false, false, None;
+    rev1_markers_crc: true, true, false, None;
+    rev2_client_server: false, false, true, None;
+    rev2_client_server_crc: false, true, true, None;
+    rev2_client_server_markers: true, false, true, None;
+    rev2_client_server_markers_crc: true, true, true, None;
+    p2p_write_rtr: false, false, true, Some(RtrType::Write);
+    p2p_write_rtr_crc: false, true, true, Some(RtrType::Write);
+    p2p_write_rtr_markers: true, false, true, Some(RtrType::Write);
+    p2p_write_rtr_markers_crc: true, true, true, Some(RtrType::Write);
+    p2p_read_rtr: false, false, true, Some(RtrType::Read);
+    p2p_read_rtr_crc: false, true, true, Some(RtrType::Read);
+    p2p_read_rtr_markers: true, false, true, Some(RtrType::Read);
+    p2p_read_rtr_markers_crc: true, true, true, Some(RtrType::Read);
+    p2p_send_rtr: false, false, true, Some(RtrType::Send);
+    p2p_send_rtr_crc: false, true, true, Some(RtrType::Send);
+    p2p_send_rtr_markers: true, false, true, Some(RtrType::Send);
+    p2p_send_rtr_markers_crc: true, true, true, Some(RtrType::Send);
+}
+
+#[test]
+fn connects_peer_to_peer_and_both_sides_agree() {
+    let mut env = Env::perfect();
+    let (i, r) = configs(Mode {
+        markers: true,
+        crc: true,
+        enhanced: true,
+        rtr: Some(RtrType::Read),
+    });
+    let conn = connect(&mut env, i, r, AcceptParams::default(), |_, _, _| {}).unwrap();
+    let (ea, eb) = (&conn.info_a.established, &conn.info_b.established);
+    assert!(ea.peer_to_peer && eb.peer_to_peer);
+    assert_eq!(ea.tx_mode, eb.rx_mode);
+    assert_eq!(ea.rx_mode, eb.tx_mode);
+    assert_eq!((conn.info_a.ird, conn.info_a.ord), (8, 8));
+    assert_eq!(conn.a.qp.state(), dataplane::rings::QpRingState::Rts);
+    env.until("B's QP published", |_| {
+        (conn.b.qp.state() == dataplane::rings::QpRingState::Rts).then_some(())
+    });
+}

@@ -1,0 +1,1163 @@
+//! `iwarp bench`: perftest-like bandwidth and latency runs of RDMA Write, RDMA Read and
+//! Send between two iWARP endpoints.
+//!
+//! [`run_embedded`] runs both ends in one process over the in-memory wire
+//! ([`control::embedded`]): the client (node A) on one thread, the server (node B) on
+//! another, each thread driving its own poll-mode core between its consumer steps (run to
+//! completion, like a DPDK lcore running its application), so the two cores of a small
+//! machine are enough.
+//!
+//! What each test does (the server is passive unless said otherwise):
+//!
+//! * `write-bw`: the client keeps `tx_depth` RDMA Writes of `size` octets in flight to the
+//!   server's buffer. `--verify`: each message goes to its own slot of a ring of `tx_depth`
+//!   slots with content derived from its iteration number; at the end the server checks
+//!   every octet of every slot against the last message written there.
+//! * `read-bw`: the client keeps up to ORD RDMA Reads in flight from the server's buffer
+//!   (filled with a known pattern). `--verify`: every read's sink is checked in full.
+//! * `send-bw`: the client keeps Sends in flight within the credits the server grants
+//!   (iWARP has no receiver-not-ready retry: a Send without a posted receive is a
+//!   Terminate, RFC 5041 7.2, so the server returns credits with small Sends as it reposts
+//!   receives). `--verify`: the server checks every octet of every message.
+//! * `write-lat`, `send-lat`: ping-pong; each side answers the other's message with its
+//!   own; one-way latency is half the round trip (perftest's convention). Writes are
+//!   detected by polling the last octet of the target buffer, which RDMA Write makes
+//!   visible last.
+//! * `read-lat`: one RDMA Read at a time; the latency is the full round trip.
+
+use std::fmt;
+use std::net::SocketAddrV4;
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use control::cm::{CmError, ConnInfo};
+use control::embedded::{self, BENCH_PORT};
+use control::startup::{RtrType, RtrTypes};
+use control::verbs::{
+    AcceptParams, Access, Completion, Cq, Device, InitiatorConfig, Mr, Pd, QpInit, QueuePair,
+    RecvWr, ResponderConfig, SendOp, SendWr, WcOpcode, WcStatus,
+};
+use dataplane::lcore::{AlignmentStats, Core};
+use dataplane::port::mem::WireConfig;
+use hdrhistogram::Histogram;
+
+use crate::report::{BwMeter, LatMeter, Progress, ProgressTotal, Report, ReportParams, Sample};
+
+/// The six tests.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Test {
+    /// RDMA Write bandwidth.
+    WriteBw,
+    /// RDMA Write latency (ping-pong).
+    WriteLat,
+    /// RDMA Read bandwidth.
+    ReadBw,
+    /// RDMA Read latency.
+    ReadLat,
+    /// Send bandwidth.
+    SendBw,
+    /// Send latency (ping-pong).
+    SendLat,
+}
+
+impl Test {
+    /// perftest's verb name.
+    pub fn verb(self) -> &'static str {
+        match self {
+            Test::WriteBw | Test::WriteLat => "RDMA_Write",
+            Test::ReadBw | Test::ReadLat => "RDMA_Read",
+            Test::SendBw | Test::SendLat => "Send",
+        }
+    }
+
+    /// A latency test.
+    pub fn is_latency(self) -> bool {
+        matches!(self, Test::WriteLat | Test::ReadLat | Test::SendLat)
+    }
+
+    /// The command-line name.
+    pub fn name(self) -> &'static str {
+        match self {
+            Test::WriteBw => "write-bw",
+            Test::WriteLat => "write-lat",
+            Test::ReadBw => "read-bw",
+            Test::ReadLat => "read-lat",
+            Test::SendBw => "send-bw",
+            Test::SendLat => "send-lat",
+        }
+    }
+}
+
+/// MPA connection parameters of a run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct MpaMode {
+    /// Markers in both directions.
+    pub markers: bool,
+    /// CRC.
+    pub crc: bool,
+    /// MPA Rev 1 (no enhanced startup) instead of Rev 2.
+    pub rev1: bool,
+    /// Peer-to-peer with this RTR.
+    pub rtr: Option<RtrType>,
+}
+
+impl Default for MpaMode {
+    fn default() -> Self {
+        MpaMode {
+            markers: false,
+            crc: true,
+            rev1: false,
+            rtr: None,
+        }
+    }
+}
+
+impl fmt::Display for MpaMode {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let onoff = |b| if b { "on" } else { "off" };
+        write!(
+            f,
+            "rev{} markers={} crc={}",
+            if self.rev1 { 1 } else { 2 },
+            onoff(self.markers),
+            onoff(self.crc)
+        )?;
+        match self.rtr {
+            Some(t) => write!(f, " p2p={}", format!("{t:?}").to_lowercase()),
+            None => Ok(()),
+        }
+    }
+}
+
+/// Fault injection on the in-memory wire (both directions).
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct Faults {
+    /// Probability a frame is lost.
+    pub loss: f64,
+    /// Probability a frame is held back and overtaken.
+    pub reorder: f64,
+    /// Probability a frame is duplicated.
+    pub duplicate: f64,
+    /// Probability a TCP segment is split in two or three.
+    pub resegment: f64,
+    /// Probability a frame has a bit flipped (caught by the TCP/IP checksums).
+    pub corrupt: f64,
+    /// Seed of the fault decisions.
+    pub seed: u64,
+}
+
+impl Faults {
+    fn any(&self) -> bool {
+        self.loss > 0.0
+            || self.reorder > 0.0
+            || self.duplicate > 0.0
+            || self.resegment > 0.0
+            || self.corrupt > 0.0
+    }
+
+    fn wire(&self, mtu: usize, dir: u64) -> WireConfig {
+        WireConfig {
+            mtu,
+            loss: self.loss,
+            reorder: self.reorder,
+            duplicate: self.duplicate,
+            resegment: self.resegment,
+            corrupt: self.corrupt,
+            seed: self.seed.wrapping_mul(2).wrapping_add(dir),
+            ..WireConfig::default()
+        }
+    }
+}
+
+impl fmt::Display for Faults {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if !self.any() {
+            return f.write_str("none");
+        }
+        let mut first = true;
+        for (name, p) in [
+            ("loss", self.loss),
+            ("reorder", self.reorder),
+            ("duplicate", self.duplicate),
+            ("resegment", self.resegment),
+            ("corrupt", self.corrupt),
+        ] {
+            if p > 0.0 {
+                if !first {
+                    f.write_str(" ")?;
+                }
+                first = false;
+                write!(f, "{name}={p}")?;
+            }
+        }
+        write!(f, " seed={}", self.seed)
+    }
+}
+
+/// How long a run lasts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Length {
+    /// This many messages (round trips for latency tests).
+    Iterations(u64),
+    /// Run for this long.
+    Duration(Duration),
+}
+
+/// Everything a run needs.
+#[derive(Debug, Clone)]
+pub struct BenchOptions {
+    /// Which test.
+    pub test: Test,
+    /// Message sizes, one result line each.
+    pub sizes: Vec<usize>,
+    /// How long each size runs.
+    pub length: Length,
+    /// Messages kept in flight by bandwidth tests.
+    pub tx_depth: usize,
+    /// IP MTU of the link.
+    pub mtu: usize,
+    /// MPA parameters.
+    pub mpa: MpaMode,
+    /// IRD and ORD to ask for.
+    pub ird_ord: u16,
+    /// Fault injection.
+    pub faults: Faults,
+    /// Check every octet received.
+    pub verify: bool,
+    /// Show a progress line on long runs.
+    pub progress: bool,
+}
+
+impl Default for BenchOptions {
+    fn default() -> Self {
+        BenchOptions {
+            test: Test::WriteBw,
+            sizes: vec![65536],
+            length: Length::Iterations(1000),
+            tx_depth: 128,
+            mtu: 1500,
+            mpa: MpaMode::default(),
+            ird_ord: 16,
+            faults: Faults::default(),
+            verify: false,
+            progress: false,
+        }
+    }
+}
+
+/// perftest's `--all` sizes: 2 to 8 MiB in powers of two.
+pub fn all_sizes() -> Vec<usize> {
+    (1..=23).map(|p| 1usize << p).collect()
+}
+
+/// What a run produced.
+#[derive(Debug)]
+pub struct BenchOutcome {
+    /// Result lines and parameters.
+    pub report: Report,
+    /// The latency histogram of the last size (latency tests), in nanoseconds.
+    pub histogram: Option<Histogram<u64>>,
+    /// Segment alignment of the client's and the server's TCP (RFC 5044 5.3).
+    pub alignment: [AlignmentStats; 2],
+    /// Octets found wrong by `--verify` (always 0 in a correct run).
+    pub verify_errors: u64,
+    /// Octets checked by `--verify`.
+    pub verified_octets: u64,
+}
+
+/// Why a run failed.
+#[derive(Debug)]
+pub enum BenchError {
+    /// Bad options.
+    Options(String),
+    /// The connection could not be set up.
+    Connect(CmError),
+    /// A work request completed in error.
+    Completion(Completion),
+    /// The run stalled.
+    Stalled(&'static str),
+    /// A thread failed.
+    Thread(String),
+}
+
+impl fmt::Display for BenchError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            BenchError::Options(s) => write!(f, "invalid options: {s}"),
+            BenchError::Connect(e) => write!(f, "connection failed: {e}"),
+            BenchError::Completion(c) => write!(
+                f,
+                "work request {} ({:?}) completed with {:?}{}",
+                c.wr_id,
+                c.opcode,
+                c.status,
+                c.term
+                    .map(|t| format!(" (Terminate {:?})", t.triple()))
+                    .unwrap_or_default()
+            ),
+            BenchError::Stalled(what) => write!(f, "no progress for 10 s while {what}"),
+            BenchError::Thread(s) => write!(f, "benchmark thread failed: {s}"),
+        }
+    }
+}
+
+impl std::error::Error for BenchError {}
+
+/// Longest a run may go without any progress.
+const STALL: Duration = Duration::from_secs(10);
+
+/// Deterministic content of message `i`, octet `j`.
+#[inline]
+pub fn pattern_byte(i: u64, j: usize) -> u8 {
+    let x = (i.wrapping_mul(0x9E37_79B9_7F4A_7C15)
+        ^ (j as u64).wrapping_mul(0xC2B2_AE3D_27D4_EB4F))
+        >> 29;
+    x as u8
+}
+
+fn fill_pattern(buf: &mut [u8], i: u64) {
+    for (j, b) in buf.iter_mut().enumerate() {
+        *b = pattern_byte(i, j);
+    }
+}
+
+fn count_mismatches(buf: &[u8], i: u64) -> u64 {
+    buf.iter()
+        .enumerate()
+        .filter(|(j, b)| **b != pattern_byte(i, *j))
+        .count() as u64
+}
+
+/// The endpoint of one thread: its device, core and verbs objects.
+struct End {
+    core: Core,
+    pd: Pd,
+    cq: Cq,
+    qp: QueuePair,
+    done: Vec<Completion>,
+}
+
+impl End {
+    fn new(dev: &Device, core: Core, depth: usize) -> End {
+        let pd = dev.alloc_pd();
+        let cq = dev.create_cq(depth * 4 + 64);
+        let mut init = QpInit::new(&cq, &cq);
+        init.max_send_wr = depth + 16;
+        init.max_recv_wr = depth + 16;
+        let qp = pd.create_qp(&init);
+        End {
+            core,
+            pd,
+            cq,
+            qp,
+            done: Vec::with_capacity(256),
+        }
+    }
+
+    /// One core iteration and the completions it produced.
+    fn step(&mut self) -> Result<usize, BenchError> {
+        self.core.poll();
+        self.done.clear();
+        let n = self.cq.poll(&mut self.done, 256);
+        for c in &self.done {
+            if c.status != WcStatus::Success {
+                return Err(BenchError::Completion(*c));
+            }
+        }
+        Ok(n)
+    }
+
+    fn wait<T>(
+        &mut self,
+        p: &control::verbs::Pending<T>,
+        what: &'static str,
+    ) -> Result<T, BenchError> {
+        let end = Instant::now() + STALL;
+        loop {
+            self.core.poll();
+            if let Some(r) = p.try_get() {
+                return r.map_err(BenchError::Connect);
+            }
+            if Instant::now() > end {
+                return Err(BenchError::Stalled(what));
+            }
+        }
+    }
+
+    fn post_send(&mut self, wr: SendWr) -> Result<(), BenchError> {
+        let end = Instant::now() + STALL;
+        loop {
+            match self.qp.post_send(wr) {
+                Ok(()) => return Ok(()),
+                Err(control::verbs::PostError::QueueFull) => {
+                    self.core.poll();
+                    if Instant::now() > end {
+                        return Err(BenchError::Stalled("posting"));
+                    }
+                }
+                Err(e) => return Err(BenchError::Thread(e.to_string())),
+            }
+        }
+    }
+
+    fn post_recv(&mut self, wr: RecvWr) -> Result<(), BenchError> {
+        self.qp
+            .post_recv(wr)
+            .map_err(|e| BenchError::Thread(e.to_string()))
+    }
+}
+
+/// What the server tells the client out of band (perftest exchanges the same over its
+/// TCP side channel or rdma_cm private data).
+#[derive(Debug, Clone, Copy)]
+struct Remote {
+    stag: u32,
+    to: u64,
+}
+
+const WR_CREDIT: u64 = 1 << 62;
+const WR_DONE: u64 = 1 << 61;
+
+fn initiator_config(o: &BenchOptions) -> InitiatorConfig {
+    let mut c = InitiatorConfig {
+        markers: o.mpa.markers,
+        crc: o.mpa.crc,
+        enhanced: !o.mpa.rev1,
+        ird: o.ird_ord,
+        ord: o.ird_ord,
+        ..Default::default()
+    };
+    if let Some(t) = o.mpa.rtr {
+        c.peer_to_peer = true;
+        c.rtr_types = RtrTypes::NONE.with(t);
+    }
+    c
+}
+
+fn responder_config(o: &BenchOptions) -> ResponderConfig {
+    ResponderConfig {
+        markers: o.mpa.markers,
+        crc: o.mpa.crc,
+        ..Default::default()
+    }
+}
+
+/// Buffer size of one side.
+fn buffer_len(o: &BenchOptions, size: usize) -> usize {
+    match o.test {
+        Test::WriteBw if o.verify => size * o.tx_depth,
+        _ => size,
+    }
+    .max(1)
+}
+
+/// Runs the benchmark over the in-memory wire, both ends in this process.
+pub fn run_embedded(o: &BenchOptions) -> Result<BenchOutcome, BenchError> {
+    if o.sizes.is_empty() {
+        return Err(BenchError::Options("no message size".into()));
+    }
+    if o.tx_depth == 0 {
+        return Err(BenchError::Options("tx depth must be at least 1".into()));
+    }
+    if o.test.is_latency() || o.test == Test::SendLat {
+        if let Some(&s) = o.sizes.iter().find(|&&s| s == 0) {
+            return Err(BenchError::Options(format!(
+                "latency tests need a size of at least 1 (got {s})"
+            )));
+        }
+    }
+    let a_to_b = o.faults.wire(o.mtu, 0);
+    let b_to_a = o.faults.wire(o.mtu, 1);
+    let pair = embedded::pair(a_to_b, b_to_a, embedded::tcp_config(o.mtu))
+        .map_err(|e| BenchError::Options(e.to_string()))?;
+    let server_addr = pair.server_addr();
+    let embedded::Pair {
+        a,
+        core_a,
+        b,
+        core_b,
+    } = pair;
+    let depth = o.tx_depth.max(o.ird_ord as usize);
+    let (rtx, rrx) = mpsc::channel::<Remote>();
+    let (ctx, crx) = mpsc::channel::<Remote>();
+    let so = o.clone();
+    let server = std::thread::Builder::new()
+        .name("bench-server".into())
+        .spawn(move || -> Result<(u64, u64, Core), BenchError> {
+            let mut end = End::new(&b, core_b, depth);
+            let r = server_main(&mut end, &b, &so, rtx, crx);
+            r.map(|(e, v)| (e, v, end.core))
+        })
+        .map_err(|e| BenchError::Thread(e.to_string()))?;
+    let mut client_end = End::new(&a, core_a, depth);
+    let client_result =
+        client_main(&mut client_end, &a, o, server_addr, rrx, ctx).map(|x| (x, client_end.core));
+    let server_result = server
+        .join()
+        .map_err(|_| BenchError::Thread("server thread panicked".into()))?;
+    let ((samples, histogram), core_a) = client_result?;
+    let (verify_errors, verified_octets, core_b) = server_result?;
+    let params = ReportParams {
+        size: o.sizes[0] as u64,
+        iterations: match o.length {
+            Length::Iterations(n) => n,
+            Length::Duration(_) => 0,
+        },
+        duration_s: match o.length {
+            Length::Duration(d) => Some(d.as_secs_f64()),
+            Length::Iterations(_) => None,
+        },
+        mpa: o.mpa.to_string(),
+        faults: o.faults.to_string(),
+        link: format!("memory mtu={}", o.mtu),
+    };
+    Ok(BenchOutcome {
+        report: Report {
+            test: o.test.verb().to_string(),
+            params,
+            samples,
+        },
+        histogram,
+        alignment: [core_a.alignment(), core_b.alignment()],
+        verify_errors,
+        verified_octets,
+    })
+}
+
+fn connect_client(
+    end: &mut End,
+    dev: &Device,
+    o: &BenchOptions,
+    server: SocketAddrV4,
+) -> Result<ConnInfo, BenchError> {
+    let p = dev.connect(&end.qp, server, initiator_config(o));
+    let info = end.wait(&p, "connecting")?;
+    if !info.established.peer_to_peer {
+        // Client-server model: the Initiator speaks first (RFC 5044 7.1.2 rule 4). A
+        // zero-length Send, which the server has a receive posted for.
+        end.post_send(SendWr {
+            wr_id: WR_DONE | 1,
+            op: SendOp::Send,
+            local: control::verbs::Sge {
+                stag: 0,
+                to: 0,
+                len: 0,
+            },
+            signaled: true,
+        })?;
+        wait_one(end, |c| c.wr_id == WR_DONE | 1, "sending the first message")?;
+    }
+    Ok(info)
+}
+
+fn wait_one(
+    end: &mut End,
+    mut f: impl FnMut(&Completion) -> bool,
+    what: &'static str,
+) -> Result<Completion, BenchError> {
+    let until = Instant::now() + STALL;
+    loop {
+        end.step()?;
+        if let Some(c) = end.done.iter().find(|c| f(c)) {
+            return Ok(*c);
+        }
+        if Instant::now() > until {
+            return Err(BenchError::Stalled(what));
+        }
+    }
+}
+
+fn server_main(
+    end: &mut End,
+    dev: &Device,
+    o: &BenchOptions,
+    tell: mpsc::Sender<Remote>,
+    client: mpsc::Receiver<Remote>,
+) -> Result<(u64, u64), BenchError> {
+    let listener = dev
+        .listen(BENCH_PORT, responder_config(o))
+        .map_err(BenchError::Connect)?;
+    // A receive for the client's first message (client-server model) and the end marker.
+    let ctl = end
+        .pd
+        .reg_mr(64, Access::LOCAL_WRITE)
+        .map_err(|e| BenchError::Thread(e.to_string()))?;
+    let until = Instant::now() + STALL;
+    let req = loop {
+        end.core.poll();
+        if let Some(r) = listener.try_next() {
+            break r;
+        }
+        if Instant::now() > until {
+            return Err(BenchError::Stalled("waiting for the client"));
+        }
+    };
+    end.post_recv(RecvWr {
+        wr_id: WR_DONE | 2,
+        local: ctl.sge(0, 64),
+    })?;
+    let p = listener.accept(&req, &end.qp, AcceptParams::default());
+    let info = end.wait(&p, "accepting")?;
+    let mut errors = 0;
+    let mut verified = 0;
+    for &size in &o.sizes {
+        let (e, v) = serve_size(end, o, size, &tell, &client, !info.established.peer_to_peer)?;
+        errors += e;
+        verified += v;
+    }
+    // Let the last acknowledgements go out.
+    let linger = Instant::now() + Duration::from_millis(20);
+    while Instant::now() < linger {
+        end.core.poll();
+    }
+    drop(listener);
+    Ok((errors, verified))
+}
+
+/// Server side of one message size. Returns (octets wrong, octets verified).
+fn serve_size(
+    end: &mut End,
+    o: &BenchOptions,
+    size: usize,
+    tell: &mpsc::Sender<Remote>,
+    client: &mpsc::Receiver<Remote>,
+    first_pending: bool,
+) -> Result<(u64, u64), BenchError> {
+    let mut first_pending = first_pending;
+    let access = Access::LOCAL_WRITE | Access::REMOTE_WRITE | Access::REMOTE_READ;
+    let buf = end
+        .pd
+        .reg_mr(buffer_len(o, size), access)
+        .map_err(|e| BenchError::Thread(e.to_string()))?;
+    if o.test == Test::ReadBw || o.test == Test::ReadLat {
+        let mut v = vec![0; size];
+        fill_pattern(&mut v, 7);
+        let _ = buf.write(0, &v);
+    }
+    let ctl = end
+        .pd
+        .reg_mr(64, Access::LOCAL_WRITE)
+        .map_err(|e| BenchError::Thread(e.to_string()))?;
+    let (mut errors, mut verified) = (0, 0);
+    match o.test {
+        Test::SendBw | Test::SendLat => {
+            let slots = o.tx_depth;
+            for s in 0..slots {
+                end.post_recv(RecvWr {
+                    wr_id: s as u64,
+                    local: ctl_slot(&buf, size, s, slots),
+                })?;
+            }
+        }
+        _ => {}
+    }
+    let _ = tell.send(Remote {
+        stag: buf.key(),
+        to: buf.base_to(),
+    });
+    let mut received: u64 = 0;
+    let mut last_activity = Instant::now();
+    let mut scratch = vec![0u8; size];
+    // Reposted receives not yet announced to the client.
+    let mut ungranted: u64 = 0;
+    let mut write_lat_expect: u8 = 1;
+    let src = end
+        .pd
+        .reg_mr(size.max(1), Access::LOCAL_WRITE)
+        .map_err(|e| BenchError::Thread(e.to_string()))?;
+    let client_buf = if o.test == Test::WriteLat {
+        let until = Instant::now() + STALL;
+        loop {
+            end.core.poll();
+            if let Ok(r) = client.try_recv() {
+                break Some(r);
+            }
+            if Instant::now() > until {
+                return Err(BenchError::Stalled("waiting for the client's buffer"));
+            }
+        }
+    } else {
+        None
+    };
+    loop {
+        let n = end.step()?;
+        if n > 0 {
+            last_activity = Instant::now();
+        }
+        let done = std::mem::take(&mut end.done);
+        let mut finished = false;
+        for c in &done {
+            if c.opcode != WcOpcode::Recv {
+                continue;
+            }
+            if c.wr_id == WR_DONE | 2 {
+                if first_pending && c.byte_len == 0 {
+                    first_pending = false;
+                    end.post_recv(RecvWr {
+                        wr_id: WR_DONE | 2,
+                        local: ctl.sge(0, 64),
+                    })?;
+                    continue;
+                }
+                finished = true;
+                continue;
+            }
+            // A data Send (send-bw / send-lat).
+            let s = c.wr_id as usize;
+            received += 1;
+            if o.verify {
+                let sge = ctl_slot(&buf, size, s, o.tx_depth);
+                let off = (sge.to - buf.base_to()) as usize;
+                let _ = buf.read(off, &mut scratch);
+                let seq = u64::from_le_bytes(first8(&scratch));
+                let mut expect = vec![0; size];
+                fill_pattern(&mut expect, seq);
+                if size >= 8 {
+                    expect[..8].copy_from_slice(&seq.to_le_bytes());
+                }
+                errors += expect.iter().zip(&scratch).filter(|(a, b)| a != b).count() as u64;
+                verified += size as u64;
+            }
+            end.post_recv(RecvWr {
+                wr_id: c.wr_id,
+                local: ctl_slot(&buf, size, s, o.tx_depth),
+            })?;
+            if o.test == Test::SendLat {
+                end.post_send(SendWr {
+                    wr_id: received,
+                    op: SendOp::Send,
+                    local: src.sge(0, size as u32),
+                    signaled: false,
+                })?;
+            } else {
+                ungranted += 1;
+                if ungranted >= (o.tx_depth as u64 / 4).max(1) {
+                    // Grant credits: a Send carrying the count (the client has receives
+                    // posted for these).
+                    let _ = src.write(0, &ungranted.to_le_bytes()[..size.min(8)]);
+                    end.post_send(SendWr {
+                        wr_id: WR_CREDIT,
+                        op: SendOp::Send,
+                        local: src.sge(0, size.min(8) as u32),
+                        signaled: false,
+                    })?;
+                    ungranted = 0;
+                }
+            }
+        }
+        end.done = done;
+        if finished {
+            break;
+        }
+        if o.test == Test::WriteLat {
+            // Answer each ping (last octet = expected counter) with a pong.
+            if buf.load_u8_acquire(size - 1) == Some(write_lat_expect) {
+                let _ = src.write(size - 1, &[write_lat_expect]);
+                let r = client_buf.expect("write-lat has the client's buffer");
+                end.post_send(SendWr {
+                    wr_id: write_lat_expect as u64,
+                    op: SendOp::Write {
+                        remote_stag: r.stag,
+                        remote_to: r.to,
+                    },
+                    local: src.sge(0, size as u32),
+                    signaled: false,
+                })?;
+                write_lat_expect = next_counter(write_lat_expect);
+                last_activity = Instant::now();
+            }
+        }
+        if last_activity.elapsed() > STALL * 3 {
+            return Err(BenchError::Stalled("serving"));
+        }
+    }
+    if o.verify && o.test == Test::WriteBw {
+        // Every slot holds the last message written to it.
+        let iters = received_writes(o);
+        let slots = o.tx_depth as u64;
+        let mut v = vec![0; size];
+        for s in 0..slots.min(iters) {
+            let last = (iters - 1 - s) / slots * slots + s;
+            let _ = buf.read(s as usize * size, &mut v);
+            errors += count_mismatches(&v, last);
+            verified += size as u64;
+        }
+    }
+    // Ready for the next size: the done marker receive again.
+    end.post_recv(RecvWr {
+        wr_id: WR_DONE | 2,
+        local: ctl.sge(0, 64),
+    })?;
+    let _ = received;
+    Ok((errors, verified))
+}
+
+/// Iterations of a write-bw run in iteration mode (verification needs the count; in
+/// duration mode the client sends it in its done message — not supported with --verify).
+fn received_writes(o: &BenchOptions) -> u64 {
+    match o.length {
+        Length::Iterations(n) => n,
+        Length::Duration(_) => 0,
+    }
+}
+
+fn first8(b: &[u8]) -> [u8; 8] {
+    let mut a = [0; 8];
+    let n = b.len().min(8);
+    a[..n].copy_from_slice(&b[..n]);
+    a
+}
+
+fn ctl_slot(buf: &Mr, size: usize, s: usize, slots: usize) -> control::verbs::Sge {
+    // Send tests use one buffer of `size` per slot only with --verify; otherwise all
+    // receives share the buffer (perftest does the same).
+    let off = if buf.len() >= size * slots {
+        s * size
+    } else {
+        0
+    };
+    buf.sge(off as u64, size as u32)
+}
+
+fn next_counter(c: u8) -> u8 {
+    if c == 255 {
+        1
+    } else {
+        c + 1
+    }
+}
+
+type ClientOut = (Vec<Sample>, Option<Histogram<u64>>);
+
+fn client_main(
+    end: &mut End,
+    dev: &Device,
+    o: &BenchOptions,
+    server: SocketAddrV4,
+    remote: mpsc::Receiver<Remote>,
+    tell: mpsc::Sender<Remote>,
+) -> Result<ClientOut, BenchError> {
+    // Receives for the server's credit messages.
+    let ctl = end
+        .pd
+        .reg_mr(64 * 64, Access::LOCAL_WRITE)
+        .map_err(|e| BenchError::Thread(e.to_string()))?;
+    for i in 0..64u64 {
+        end.post_recv(RecvWr {
+            wr_id: WR_CREDIT | i,
+            local: ctl.sge(i * 64, 64),
+        })?;
+    }
+    let _info = connect_client(end, dev, o, server)?;
+    let mut samples = Vec::new();
+    let mut hist = None;
+    for &size in &o.sizes {
+        let r = {
+            let until = Instant::now() + STALL;
+            loop {
+                end.core.poll();
+                if let Ok(r) = remote.try_recv() {
+                    break r;
+                }
+                if Instant::now() > until {
+                    return Err(BenchError::Stalled("waiting for the server's buffer"));
+                }
+            }
+        };
+        let (s, h) = match o.test {
+            Test::WriteBw | Test::ReadBw | Test::SendBw => {
+                (bw_client(end, o, size, r, &ctl)?, None)
+            }
+            _ => {
+                let (s, h) = lat_client(end, o, size, r, &tell)?;
+                (s, Some(h))
+            }
+        };
+        samples.push(s);
+        hist = h.or(hist);
+        // Tell the server this size is over.
+        end.post_send(SendWr {
+            wr_id: WR_DONE,
+            op: SendOp::Send,
+            local: ctl.sge(0, 8),
+            signaled: true,
+        })?;
+        wait_one(end, |c| c.wr_id == WR_DONE, "finishing")?;
+    }
+    Ok((samples, hist))
+}
+
+fn bw_client(
+    end: &mut End,
+    o: &BenchOptions,
+    size: usize,
+    r: Remote,
+    ctl: &Mr,
+) -> Result<Sample, BenchError> {
+    let slots = o.tx_depth;
+    let src_len = if o.verify && o.test != Test::ReadBw {
+        size * slots
+    } else {
+        size
+    }
+    .max(1);
+    let src = end
+        .pd
+        .reg_mr(src_len, Access::LOCAL_WRITE)
+        .map_err(|e| BenchError::Thread(e.to_string()))?;
+    let depth = match o.test {
+        Test::ReadBw => (o.tx_depth).min(o.ird_ord as usize).max(1),
+        _ => o.tx_depth,
+    };
+    let mut credits: i64 = if o.test == Test::SendBw {
+        slots as i64
+    } else {
+        i64::MAX
+    };
+    let total = match o.length {
+        Length::Iterations(n) => Some(n),
+        Length::Duration(_) => None,
+    };
+    let deadline = match o.length {
+        Length::Duration(d) => Some(Instant::now() + d),
+        Length::Iterations(_) => None,
+    };
+    let mut progress = o.progress.then(|| {
+        Progress::new(match o.length {
+            Length::Iterations(n) => ProgressTotal::Iterations(n),
+            Length::Duration(d) => ProgressTotal::Duration(d),
+        })
+    });
+    let mut meter = BwMeter::with_capacity(size as u64, total.unwrap_or(0).min(1 << 24) as usize);
+    let start = Instant::now();
+    let (mut posted, mut completed): (u64, u64) = (0, 0);
+    let mut scratch = vec![0u8; size];
+    let mut stage = vec![0u8; size];
+    let mut last_progress = Instant::now();
+    let mut verify_errors = 0u64;
+    loop {
+        let more = match (total, deadline) {
+            (Some(n), _) => posted < n,
+            (None, Some(d)) => Instant::now() < d,
+            _ => false,
+        };
+        if !more && completed == posted {
+            break;
+        }
+        // Keep the pipe full.
+        while more_allowed(total, deadline, posted)
+            && (posted - completed) < depth as u64
+            && credits > 0
+        {
+            let i = posted;
+            let slot = if o.verify {
+                (i % slots as u64) as usize
+            } else {
+                0
+            };
+            let local = src.sge((slot * size) as u64, size as u32);
+            if o.verify && o.test != Test::ReadBw {
+                fill_pattern(&mut stage, i);
+                if o.test == Test::SendBw && size >= 8 {
+                    stage[..8].copy_from_slice(&i.to_le_bytes());
+                }
+                let _ = src.write(slot * size, &stage);
+            }
+            let op = match o.test {
+                Test::WriteBw => SendOp::Write {
+                    remote_stag: r.stag,
+                    remote_to: r.to + (slot * size) as u64,
+                },
+                Test::ReadBw => SendOp::Read {
+                    remote_stag: r.stag,
+                    remote_to: r.to,
+                },
+                _ => SendOp::Send,
+            };
+            end.post_send(SendWr {
+                wr_id: i,
+                op,
+                local,
+                signaled: true,
+            })?;
+            meter.post(start.elapsed());
+            posted += 1;
+            if o.test == Test::SendBw {
+                credits -= 1;
+            }
+            if !more_allowed(total, deadline, posted) {
+                break;
+            }
+        }
+        let n = end.step()?;
+        let now = start.elapsed();
+        let done = std::mem::take(&mut end.done);
+        for c in &done {
+            if c.wr_id & WR_CREDIT != 0 && c.opcode == WcOpcode::Recv {
+                let off = (c.wr_id & 63) * 64;
+                let mut b = [0u8; 8];
+                let _ = ctl.read(off as usize, &mut b[..(c.byte_len as usize).min(8)]);
+                credits += u64::from_le_bytes(b) as i64;
+                end.post_recv(RecvWr {
+                    wr_id: c.wr_id,
+                    local: ctl.sge(off, 64),
+                })?;
+                continue;
+            }
+            if c.opcode == WcOpcode::Recv {
+                continue;
+            }
+            completed += 1;
+            meter.complete(now);
+            if o.verify && o.test == Test::ReadBw {
+                let _ = src.read(0, &mut scratch);
+                verify_errors += count_mismatches(&scratch, 7);
+            }
+        }
+        end.done = done;
+        if n > 0 {
+            last_progress = Instant::now();
+        } else if last_progress.elapsed() > STALL {
+            return Err(BenchError::Stalled("waiting for completions"));
+        }
+        if let Some(p) = progress.as_mut() {
+            match o.length {
+                Length::Iterations(_) => p.update(completed),
+                Length::Duration(_) => p.update(start.elapsed().as_millis() as u64),
+            }
+        }
+    }
+    if let Some(p) = progress.as_mut() {
+        p.finish();
+    }
+    if verify_errors > 0 {
+        return Err(BenchError::Thread(format!(
+            "{verify_errors} octets read back wrong"
+        )));
+    }
+    Ok(Sample::Bw(meter.sample()))
+}
+
+fn more_allowed(total: Option<u64>, deadline: Option<Instant>, posted: u64) -> bool {
+    match (total, deadline) {
+        (Some(n), _) => posted < n,
+        (None, Some(d)) => Instant::now() < d,
+        _ => false,
+    }
+}
+
+fn lat_client(
+    end: &mut End,
+    o: &BenchOptions,
+    size: usize,
+    r: Remote,
+    tell: &mpsc::Sender<Remote>,
+) -> Result<(Sample, Histogram<u64>), BenchError> {
+    let access = Access::LOCAL_WRITE | Access::REMOTE_WRITE;
+    let src = end
+        .pd
+        .reg_mr(size, Access::LOCAL_WRITE)
+        .map_err(|e| BenchError::Thread(e.to_string()))?;
+    let dst = end
+        .pd
+        .reg_mr(size, access)
+        .map_err(|e| BenchError::Thread(e.to_string()))?;
+    if o.test == Test::WriteLat {
+        let _ = tell.send(Remote {
+            stag: dst.key(),
+            to: dst.base_to(),
+        });
+    }
+    let iters = match o.length {
+        Length::Iterations(n) => n,
+        Length::Duration(_) => u64::MAX,
+    };
+    let deadline = match o.length {
+        Length::Duration(d) => Some(Instant::now() + d),
+        Length::Iterations(_) => None,
+    };
+    let mut progress = o.progress.then(|| {
+        Progress::new(match o.length {
+            Length::Iterations(n) => ProgressTotal::Iterations(n),
+            Length::Duration(d) => ProgressTotal::Duration(d),
+        })
+    });
+    let mut meter = LatMeter::new(size as u64);
+    let mut counter: u8 = 1;
+    let start = Instant::now();
+    if o.test == Test::SendLat {
+        end.post_recv(RecvWr {
+            wr_id: 0,
+            local: dst.sge(0, size as u32),
+        })?;
+    }
+    let mut i = 0u64;
+    while i < iters && deadline.is_none_or(|d| Instant::now() < d) {
+        let _ = src.write(size - 1, &[counter]);
+        let t0 = Instant::now();
+        let op = match o.test {
+            Test::WriteLat => SendOp::Write {
+                remote_stag: r.stag,
+                remote_to: r.to,
+            },
+            Test::ReadLat => SendOp::Read {
+                remote_stag: r.stag,
+                remote_to: r.to,
+            },
+            _ => SendOp::Send,
+        };
+        end.post_send(SendWr {
+            wr_id: i,
+            op,
+            local: if o.test == Test::ReadLat {
+                dst.sge(0, size as u32)
+            } else {
+                src.sge(0, size as u32)
+            },
+            signaled: o.test == Test::ReadLat,
+        })?;
+        let until = Instant::now() + STALL;
+        loop {
+            end.step()?;
+            let done = match o.test {
+                Test::WriteLat => dst.load_u8_acquire(size - 1) == Some(counter),
+                Test::ReadLat => end
+                    .done
+                    .iter()
+                    .any(|c| c.wr_id == i && c.opcode == WcOpcode::Read),
+                _ => end.done.iter().any(|c| c.opcode == WcOpcode::Recv),
+            };
+            if done {
+                break;
+            }
+            if Instant::now() > until {
+                return Err(BenchError::Stalled("waiting for the answer"));
+            }
+        }
+        let rtt = t0.elapsed();
+        meter.record(if o.test == Test::ReadLat {
+            rtt
+        } else {
+            rtt / 2
+        });
+        if o.test == Test::SendLat {
+            end.post_recv(RecvWr {
+                wr_id: i + 1,
+                local: dst.sge(0, size as u32),
+            })?;
+        }
+        counter = next_counter(counter);
+        i += 1;
+        if let Some(p) = progress.as_mut() {
+            match o.length {
+                Length::Iterations(_) => p.update(i),
+                Length::Duration(_) => p.update(start.elapsed().as_millis() as u64),
+            }
+        }
+    }
+    if let Some(p) = progress.as_mut() {
+        p.finish();
+    }
+    let hist = meter.histogram().clone();
+    Ok((Sample::Lat(meter.sample()), hist))
+}
