@@ -112,7 +112,7 @@ fn push_arg(vdev: &mut String, key: &str, value: Option<&str>) {
 }
 
 /// `01:00.0` → `0000:01:00.0`, lower case (the name DPDK gives the device).
-fn normalize_pci(addr: &str) -> String {
+pub(crate) fn normalize_pci(addr: &str) -> String {
     let a = addr.to_ascii_lowercase();
     if a.matches(':').count() == 1 {
         format!("0000:{a}")

@@ -269,6 +269,17 @@ pub enum RtrType {
     Send,
 }
 
+impl RtrType {
+    /// The name used in the file (`"write"`, `"read"`, `"send"`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RtrType::Write => "write",
+            RtrType::Read => "read",
+            RtrType::Send => "send",
+        }
+    }
+}
+
 /// The MPA startup dialect (see the `control` crate).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default, Deserialize)]
 #[serde(rename_all = "snake_case")]
