@@ -9,7 +9,7 @@
 //! device. Every problem is reported as `FILE:LINE:COL: FIELD: MESSAGE`, e.g.
 //!
 //! ```text
-//! config/af_packet.toml:14:8: ports[0].ipv4: invalid IPv4 prefix "10.0.0.1/33": prefix length must be at most 32
+//! config/af_packet.toml:18:8: ports[0].ipv4: invalid IPv4 prefix "10.0.0.1/33": prefix length must be at most 32
 //! ```
 //!
 //! Syntax errors, unknown fields, missing fields and values of the wrong type are found
