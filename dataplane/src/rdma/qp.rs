@@ -1312,7 +1312,7 @@ impl Qp {
     }
 
     /// True once a Terminate has been fully handed out by `poll_ulpdu`: the caller then
-    /// closes the LLP stream (RFC 5040 section 5.4.4: nothing follows a Terminate).
+    /// closes the LLP stream (RFC 5040: nothing follows a Terminate on the stream).
     pub fn terminate_flushed(&self) -> bool {
         self.term_flushed
     }
