@@ -17,3 +17,6 @@ pub use qp::{
     Completion, PostError, Qp, QpConfig, QpState, QpStats, RecvWr, SendOp, SendWr, Sge, WcOpcode,
     WcStatus,
 };
+
+#[cfg(test)]
+mod tests;

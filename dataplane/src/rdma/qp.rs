@@ -1,11 +1,91 @@
 //! The queue pair: RDMAP (RFC 5040) over DDP (RFC 5041), sans-IO.
+//!
+//! [`Qp`] turns work requests into ULPDUs and received ULPDUs into placements and
+//! completions. It does no I/O: the core hands it each in-order ULPDU the MPA deframer
+//! produces ([`Qp::on_ulpdu`]) and frames each ULPDU it asks for ([`Qp::poll_ulpdu`]).
+//!
+//! # Transmit
+//!
+//! * Send family: untagged DDP segments on QN 0 with the message's MSN and each segment's
+//!   MO, at most MULPDU octets each, L on the last; the Invalidate STag goes in the
+//!   32-bit RsvdULP field.
+//! * RDMA Write: tagged segments to the remote STag at remote TO + offset.
+//! * RDMA Read: one RDMA Read Request on QN 1 (sink = the local buffer, which needs
+//!   LOCAL_WRITE; source = the remote STag/TO). At most ORD are outstanding; when the head
+//!   of the send queue is a Read that ORD holds back, everything posted after it waits
+//!   too (the send queue is processed in order).
+//! * Zero-length messages are one segment with no payload.
+//! * Scheduling: a Terminate goes first, at the next segment boundary, and nothing
+//!   follows it. Otherwise messages are sent whole (their segments are never interleaved
+//!   with another message's), and when both RDMA Read Responses and send queue messages
+//!   are waiting the two alternate message by message: Read Responses go before new
+//!   requests, but cannot starve the send queue.
+//! * A Send or Write completes when its last segment has been handed out by
+//!   [`Qp::poll_ulpdu`] (the octets are copied; TCP owns them), a Read when the last
+//!   segment of its Read Response has been placed. Completions of the send queue come in
+//!   posting order (a Send posted after a Read completes after it). Unsignaled work
+//!   requests complete silently on success and with a completion on error.
+//!
+//! # Receive
+//!
+//! * Untagged QN 0 (Sends): the MSN must be the next expected one
+//!   (else DDP "Invalid MSN - MSN range is not valid"), a receive must be posted
+//!   (else "Invalid MSN - no buffer available") and MO + length must fit it (else "DDP
+//!   Message too long for available buffer", and the receive completes with
+//!   [`WcStatus::LocalLengthError`]). L = 1 completes the receive with the message length,
+//!   the solicited flag, and, for a Send with Invalidate, the invalidated STag (which must
+//!   exist and be in our PD: else RDMAP "STag cannot be Invalidated", Remote Protection
+//!   for another PD, Remote Operation otherwise, as Linux siw does).
+//! * Untagged QN 1 (Read Requests): MSN checked likewise; more than IRD outstanding is
+//!   RDMAP Remote Operation Error "Catastrophic error, localized to RDMAP Stream" (as siw
+//!   reports it). The source STag must exist, be valid, be in our PD, allow REMOTE_READ
+//!   and hold the range: else RDMAP Remote Protection Error (Invalid STag, STag not
+//!   associated with RDMAP Stream, Access rights violation, TO wrap, Base or bounds
+//!   violation). A zero-length Read is not checked against memory (RFC 6581 RTR).
+//! * Tagged RDMA Write: the STag must exist, be valid, be in our PD, allow REMOTE_WRITE and
+//!   hold the range, else a DDP Tagged Buffer Error: Invalid STag, STag not associated
+//!   with DDP Stream, TO wrap, Base or bounds violation. RFC 5041 has no code for missing
+//!   access rights; like siw we report Invalid STag. A zero-length Write places nothing
+//!   and is not checked (RFC 6581 RTR). The segment holding the message's last octet is
+//!   placed with [`MemoryRegion::write_last_visible_last`].
+//! * Tagged RDMA Read Response: goes to the oldest outstanding Read (Read Responses come in
+//!   order); its STag must be that Read's sink and the range inside the requested one
+//!   (DDP Tagged Buffer Invalid STag / Base or bounds violation). L = 1 completes the
+//!   Read. A Read Response with no Read outstanding is RDMAP "Unexpected OpCode". The
+//!   configured RTR sink ([`QpConfig::read_rtr_sink`]) absorbs one zero-length Read
+//!   Response silently.
+//! * Terminate: recorded ([`Qp::terminate_received`]), the queue pair goes to Error, the
+//!   oldest started send work request completes with a status mapped from the
+//!   Terminate's error (and the error in [`Completion::term`]), everything else is
+//!   [`WcStatus::Flushed`].
+//! * Malformed segments get the Terminate that [`crate::rdmap::parse_segment`]'s error
+//!   names (a DDP header cut short, for which RFC 5041 has no code, gets RDMAP Remote
+//!   Operation Error "Unspecified").
+//!
+//! Every violation queues one Terminate ([`crate::rdmap::terminate_ulpdu`], on QN 2 with
+//! the next MSN) quoting the offending segment as RFC 5040 section 8 asks
+//! ([`Terminate::for_segment`]); the work request involved completes in error with the
+//! triplet in [`Completion::term`], all others are flushed, and once the Terminate has
+//! been handed out ([`Qp::terminate_flushed`]) the state is [`QpState::Error`] and the
+//! caller closes the LLP stream. Nothing after the violating segment is placed: input in
+//! [`QpState::Terminating`] and [`QpState::Error`] is dropped. Posting outside
+//! [`QpState::Rts`] fails with [`PostError::InvalidState`].
+//!
+//! Local buffers are checked when posted ([`PostError::LocalProtection`]), and the
+//! queue pair keeps the region's `Arc`, so the data path does no table lookups for them.
 
 use std::collections::VecDeque;
 use std::sync::Arc;
 
-use super::mr::MrTable;
-use crate::rdmap::{TermError, Terminate};
-
+use super::mr::{Access, MemoryRegion, MrError, MrTable};
+use crate::ddp::{
+    DdpError, TaggedBufferError, TaggedHeader, UntaggedBufferError, UntaggedHeader,
+    QN_READ_REQUEST, QN_SEND, TAGGED_HEADER_LEN, UNTAGGED_HEADER_LEN,
+};
+use crate::rdmap::{
+    self, Body, Opcode, RdmapError, RdmapParseError, ReadRequest, RemoteOperationError,
+    RemoteProtectionError, TermError, Terminate, READ_REQUEST_LEN,
+};
 /// A local buffer: STag (lkey), TO (address) and length.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct Sge {
@@ -234,17 +314,159 @@ pub struct QpStats {
     pub terminates_received: u64,
 }
 
-/// The queue pair engine.
+/// One send queue entry, from posting to completion (completions leave in this order).
+#[derive(Debug)]
+struct SqSlot {
+    seq: u64,
+    wr_id: u64,
+    opcode: WcOpcode,
+    signaled: bool,
+    byte_len: u32,
+    /// Some segment or the Read Request is on the wire.
+    started: bool,
+    done: Option<(WcStatus, Option<TermError>)>,
+}
+
+/// A send work request waiting to start, its local buffer resolved.
+#[derive(Debug)]
+struct Pending {
+    seq: u64,
+    wr: SendWr,
+    mr: Option<Arc<MemoryRegion>>,
+    off: usize,
+}
+
+#[derive(Debug, Clone, Copy)]
+enum TxKind {
+    Send { opcode: Opcode, inv: u32, msn: u32 },
+    Write { stag: u32, to: u64 },
+    ReadRequest,
+    ReadResponse { stag: u32, to: u64 },
+}
+
+/// The message being segmented.
+#[derive(Debug)]
+struct TxMsg {
+    kind: TxKind,
+    /// The send queue slot (None for Read Responses).
+    seq: Option<u64>,
+    wr: Option<SendWr>,
+    mr: Option<Arc<MemoryRegion>>,
+    off: usize,
+    len: usize,
+    sent: usize,
+}
+
+/// One of our RDMA Reads, Read Request sent, waiting for its Read Response.
+#[derive(Debug)]
+struct OutRead {
+    seq: u64,
+    sink_mr: Option<Arc<MemoryRegion>>,
+    sink_stag: u32,
+    sink_to: u64,
+    len: u64,
+}
+
+/// One of the peer's RDMA Reads, checked, waiting for its Read Response to go out.
+#[derive(Debug)]
+struct InRead {
+    mr: Option<Arc<MemoryRegion>>,
+    off: usize,
+    len: usize,
+    sink_stag: u32,
+    sink_to: u64,
+}
+
+/// A posted receive.
+#[derive(Debug)]
+struct RecvEntry {
+    wr_id: u64,
+    mr: Option<Arc<MemoryRegion>>,
+    off: usize,
+    len: usize,
+}
+
+/// Which work request a failure is about.
+#[derive(Debug, Clone, Copy)]
+enum Involved {
+    None,
+    /// The receive at the head of the receive queue.
+    Recv(WcStatus),
+    /// The oldest outstanding RDMA Read.
+    Read(WcStatus),
+    /// The oldest started send queue work request.
+    OldestStarted(WcStatus),
+}
+
+/// The queue pair engine (see the [module docs](self)).
 #[derive(Debug)]
 pub struct Qp {
     cfg: QpConfig,
     mrs: Arc<MrTable>,
     state: QpState,
+    tx_msn: [u32; 3],
+    rx_msn: [u32; 3],
+    slots: VecDeque<SqSlot>,
+    next_seq: u64,
+    sq: VecDeque<Pending>,
+    cur: Option<TxMsg>,
+    last_was_rresp: bool,
+    out_reads: VecDeque<OutRead>,
+    irq: VecDeque<InRead>,
+    rq: VecDeque<RecvEntry>,
+    /// The length so far of the Send being received on QN 0 (0 between messages).
+    rx_msg_len: u64,
+    rtr_sink: Option<(u32, u64)>,
+    write_cache: Option<Arc<MemoryRegion>>,
+    term_pending: Option<Vec<u8>>,
     cq: VecDeque<Completion>,
     term_sent: Option<Terminate>,
     term_received: Option<Terminate>,
     term_flushed: bool,
     stats: QpStats,
+}
+
+/// A DDP Tagged Buffer error as a Terminate error.
+fn tagged(e: TaggedBufferError) -> TermError {
+    TermError::Ddp(DdpError::TaggedBuffer(e))
+}
+
+/// A DDP Untagged Buffer error as a Terminate error.
+fn untagged(e: UntaggedBufferError) -> TermError {
+    TermError::Ddp(DdpError::UntaggedBuffer(e))
+}
+
+/// The DDP Tagged Buffer error for a failed placement check.
+fn tagged_for(e: MrError) -> TermError {
+    tagged(match e {
+        MrError::PdMismatch => TaggedBufferError::StagNotAssociated,
+        MrError::ToWrap => TaggedBufferError::ToWrap,
+        MrError::OutOfBounds => TaggedBufferError::BaseOrBoundsViolation,
+        // RFC 5041 has no access rights code; Invalid STag is the closest (as siw).
+        _ => TaggedBufferError::InvalidStag,
+    })
+}
+
+/// The RDMAP Remote Protection error for a failed Read source check.
+fn protection_for(e: MrError) -> TermError {
+    TermError::from(match e {
+        MrError::PdMismatch => RemoteProtectionError::StagNotAssociated,
+        MrError::AccessDenied => RemoteProtectionError::AccessRightsViolation,
+        MrError::ToWrap => RemoteProtectionError::ToWrap,
+        MrError::OutOfBounds => RemoteProtectionError::BaseOrBoundsViolation,
+        _ => RemoteProtectionError::InvalidStag,
+    })
+}
+
+/// The completion status for a work request that a received Terminate ended.
+pub fn status_for_terminate(e: &TermError) -> WcStatus {
+    match e {
+        TermError::Rdmap(RdmapError::RemoteProtection(_))
+        | TermError::Ddp(DdpError::TaggedBuffer(_)) => WcStatus::RemoteAccessError,
+        TermError::Ddp(DdpError::UntaggedBuffer(_)) => WcStatus::RemoteInvalidRequest,
+        TermError::Llp(_) => WcStatus::TransportError,
+        _ => WcStatus::RemoteOperationError,
+    }
 }
 
 impl Qp {
@@ -254,6 +476,20 @@ impl Qp {
             cfg,
             mrs,
             state: QpState::Rts,
+            tx_msn: cfg.tx_next_msn,
+            rx_msn: cfg.rx_next_msn,
+            slots: VecDeque::new(),
+            next_seq: 0,
+            sq: VecDeque::new(),
+            cur: None,
+            last_was_rresp: false,
+            out_reads: VecDeque::new(),
+            irq: VecDeque::new(),
+            rq: VecDeque::new(),
+            rx_msg_len: 0,
+            rtr_sink: cfg.read_rtr_sink,
+            write_cache: None,
+            term_pending: None,
             cq: VecDeque::new(),
             term_sent: None,
             term_received: None,
@@ -262,40 +498,797 @@ impl Qp {
         }
     }
 
-    /// Posts a send work request.
+    /// Resolves a local buffer: its region (none for zero length) and offset.
+    fn resolve(
+        &self,
+        sge: &Sge,
+        need: Access,
+    ) -> Result<(Option<Arc<MemoryRegion>>, usize), PostError> {
+        if sge.len == 0 {
+            return Ok((None, 0));
+        }
+        let mr = self
+            .mrs
+            .lookup(sge.stag)
+            .ok_or(PostError::LocalProtection(MrError::InvalidStag))?;
+        if mr.pd() != self.cfg.pd {
+            return Err(PostError::LocalProtection(MrError::PdMismatch));
+        }
+        let off = mr
+            .check(sge.to, sge.len as usize, need)
+            .map_err(PostError::LocalProtection)?;
+        Ok((Some(mr), off))
+    }
+
+    /// Posts a send work request. Its local buffer is checked now: it must be a region of
+    /// our PD holding the range, with LOCAL_WRITE for an RDMA Read.
     pub fn post_send(&mut self, wr: SendWr) -> Result<(), PostError> {
-        let _ = (wr, &self.mrs);
-        Err(PostError::InvalidState)
+        if self.state != QpState::Rts {
+            return Err(PostError::InvalidState);
+        }
+        if self.slots.len() >= self.cfg.max_send_wr {
+            return Err(PostError::QueueFull);
+        }
+        let (opcode, need) = match wr.op {
+            SendOp::Read { .. } => {
+                if self.cfg.ord == 0 {
+                    return Err(PostError::ReadNotAllowed);
+                }
+                (WcOpcode::Read, Access::LOCAL_WRITE)
+            }
+            SendOp::Write { .. } => (WcOpcode::Write, Access::empty()),
+            _ => (WcOpcode::Send, Access::empty()),
+        };
+        let (mr, off) = self.resolve(&wr.local, need)?;
+        let seq = self.next_seq;
+        self.next_seq += 1;
+        self.slots.push_back(SqSlot {
+            seq,
+            wr_id: wr.wr_id,
+            opcode,
+            signaled: wr.signaled,
+            byte_len: wr.local.len,
+            started: false,
+            done: None,
+        });
+        self.sq.push_back(Pending { seq, wr, mr, off });
+        Ok(())
     }
 
-    /// Posts a receive work request.
+    /// Posts a receive work request (its buffer needs LOCAL_WRITE, checked now).
     pub fn post_recv(&mut self, wr: RecvWr) -> Result<(), PostError> {
-        let _ = wr;
-        Err(PostError::InvalidState)
+        if self.state != QpState::Rts {
+            return Err(PostError::InvalidState);
+        }
+        if self.rq.len() >= self.cfg.max_recv_wr {
+            return Err(PostError::QueueFull);
+        }
+        let (mr, off) = self.resolve(&wr.local, Access::LOCAL_WRITE)?;
+        self.rq.push_back(RecvEntry {
+            wr_id: wr.wr_id,
+            mr,
+            off,
+            len: wr.local.len as usize,
+        });
+        Ok(())
     }
 
-    /// Appends the next ULPDU (DDP header + payload, at most `max_ulpdu` octets) to
-    /// `out`; false when there is nothing to send now.
-    pub fn poll_ulpdu(&mut self, max_ulpdu: usize, out: &mut Vec<u8>) -> bool {
-        let _ = (max_ulpdu, out);
-        false
+    fn slot_mut(&mut self, seq: u64) -> Option<&mut SqSlot> {
+        let front = self.slots.front()?.seq;
+        let i = usize::try_from(seq.checked_sub(front)?).ok()?;
+        self.slots.get_mut(i)
+    }
+
+    /// Marks a send queue slot done and releases finished slots in order.
+    fn finish_slot(&mut self, seq: u64, status: WcStatus, term: Option<TermError>) {
+        if let Some(s) = self.slot_mut(seq) {
+            if s.done.is_none() {
+                s.done = Some((status, term));
+            }
+        }
+        self.release_slots();
+    }
+
+    fn release_slots(&mut self) {
+        while let Some(s) = self.slots.front() {
+            let Some((status, term)) = s.done else {
+                break;
+            };
+            if status != WcStatus::Success || s.signaled {
+                self.cq.push_back(Completion {
+                    wr_id: s.wr_id,
+                    status,
+                    opcode: s.opcode,
+                    byte_len: if status == WcStatus::Success {
+                        s.byte_len
+                    } else {
+                        0
+                    },
+                    qpn: self.cfg.qpn,
+                    solicited: false,
+                    invalidated_stag: None,
+                    term,
+                });
+            }
+            self.slots.pop_front();
+        }
+    }
+
+    fn sq_head_ready(&self) -> bool {
+        match self.sq.front() {
+            Some(p) => {
+                !matches!(p.wr.op, SendOp::Read { .. })
+                    || self.out_reads.len() < usize::from(self.cfg.ord)
+            }
+            None => false,
+        }
     }
 
     /// Whether `poll_ulpdu` has something to send.
     pub fn has_tx(&self) -> bool {
-        false
+        if self.term_pending.is_some() {
+            return true;
+        }
+        self.state == QpState::Rts
+            && (self.cur.is_some() || !self.irq.is_empty() || self.sq_head_ready())
     }
 
-    /// One in-order ULPDU from the deframer.
+    /// Picks the next message to segment.
+    fn start_next(&mut self) {
+        let rresp = !self.irq.is_empty();
+        let sq = self.sq_head_ready();
+        let take_rresp = match (rresp, sq) {
+            (true, true) => !self.last_was_rresp,
+            (r, _) => r,
+        };
+        if take_rresp {
+            if let Some(r) = self.irq.pop_front() {
+                self.cur = Some(TxMsg {
+                    kind: TxKind::ReadResponse {
+                        stag: r.sink_stag,
+                        to: r.sink_to,
+                    },
+                    seq: None,
+                    wr: None,
+                    mr: r.mr,
+                    off: r.off,
+                    len: r.len,
+                    sent: 0,
+                });
+            }
+            return;
+        }
+        if !sq {
+            return;
+        }
+        let Some(p) = self.sq.pop_front() else {
+            return;
+        };
+        let kind = match p.wr.op {
+            SendOp::Send => self.send_kind(Opcode::Send, 0),
+            SendOp::SendSolicited => self.send_kind(Opcode::SendWithSe, 0),
+            SendOp::SendInvalidate { stag } => self.send_kind(Opcode::SendWithInvalidate, stag),
+            SendOp::SendSolicitedInvalidate { stag } => {
+                self.send_kind(Opcode::SendWithSeAndInvalidate, stag)
+            }
+            SendOp::Write {
+                remote_stag,
+                remote_to,
+            } => TxKind::Write {
+                stag: remote_stag,
+                to: remote_to,
+            },
+            SendOp::Read { .. } => TxKind::ReadRequest,
+        };
+        if let Some(s) = self.slot_mut(p.seq) {
+            s.started = true;
+        }
+        self.cur = Some(TxMsg {
+            kind,
+            seq: Some(p.seq),
+            wr: Some(p.wr),
+            mr: p.mr,
+            off: p.off,
+            len: p.wr.local.len as usize,
+            sent: 0,
+        });
+    }
+
+    fn send_kind(&mut self, opcode: Opcode, inv: u32) -> TxKind {
+        let msn = self.tx_msn[0];
+        self.tx_msn[0] = msn.wrapping_add(1);
+        TxKind::Send { opcode, inv, msn }
+    }
+
+    /// Appends the next ULPDU (DDP header + payload, at most `max_ulpdu` octets = MULPDU)
+    /// to `out`; false when there is nothing to send now (or `max_ulpdu` is too small for
+    /// a header and one payload octet).
+    pub fn poll_ulpdu(&mut self, max_ulpdu: usize, out: &mut Vec<u8>) -> bool {
+        if let Some(t) = self.term_pending.take() {
+            if t.len() > max_ulpdu {
+                self.term_pending = Some(t);
+                return false;
+            }
+            out.extend_from_slice(&t);
+            self.term_flushed = true;
+            self.state = QpState::Error;
+            self.stats.tx_ulpdus += 1;
+            self.stats.terminates_sent += 1;
+            return true;
+        }
+        if self.state != QpState::Rts {
+            return false;
+        }
+        if self.cur.is_none() {
+            self.start_next();
+        }
+        let Some(mut m) = self.cur.take() else {
+            return false;
+        };
+        let sent = self.emit(&mut m, max_ulpdu, out);
+        if sent && matches!(m.kind, TxKind::ReadRequest) {
+            // `emit` moved it to the outstanding Reads.
+            self.last_was_rresp = false;
+        } else if sent && m.sent >= m.len {
+            self.message_sent(m);
+        } else if self.state == QpState::Rts {
+            self.cur = Some(m);
+        }
+        sent
+    }
+
+    /// Writes one segment of `m`; false if `max_ulpdu` is too small or the source region
+    /// went away (then the queue pair is failing).
+    fn emit(&mut self, m: &mut TxMsg, max_ulpdu: usize, out: &mut Vec<u8>) -> bool {
+        let hlen = match m.kind {
+            TxKind::Send { .. } => UNTAGGED_HEADER_LEN,
+            TxKind::ReadRequest => UNTAGGED_HEADER_LEN + READ_REQUEST_LEN,
+            _ => TAGGED_HEADER_LEN,
+        };
+        if max_ulpdu < hlen {
+            return false;
+        }
+        if let TxKind::ReadRequest = m.kind {
+            let (Some(wr), Some(seq)) = (m.wr, m.seq) else {
+                return false;
+            };
+            let SendOp::Read {
+                remote_stag,
+                remote_to,
+            } = wr.op
+            else {
+                return false;
+            };
+            let msn = self.tx_msn[1];
+            self.tx_msn[1] = msn.wrapping_add(1);
+            let req = ReadRequest {
+                sink_stag: wr.local.stag,
+                sink_to: wr.local.to,
+                read_message_size: wr.local.len,
+                source_stag: remote_stag,
+                source_to: remote_to,
+            };
+            out.extend_from_slice(
+                &UntaggedHeader {
+                    last: true,
+                    rsvd_ulp: Opcode::RdmaReadRequest.rdmap_control(),
+                    rsvd_ulp2: 0,
+                    qn: QN_READ_REQUEST,
+                    msn,
+                    mo: 0,
+                }
+                .to_bytes(),
+            );
+            req.append_to(out);
+            self.out_reads.push_back(OutRead {
+                seq,
+                sink_mr: m.mr.take(),
+                sink_stag: wr.local.stag,
+                sink_to: wr.local.to,
+                len: u64::from(wr.local.len),
+            });
+            self.stats.tx_ulpdus += 1;
+            self.stats.tx_messages += 1;
+            return true;
+        }
+        let remaining = m.len - m.sent;
+        if remaining > 0 && max_ulpdu <= hlen {
+            return false;
+        }
+        let n = remaining.min(max_ulpdu - hlen);
+        let last = m.sent + n == m.len;
+        if let Some(mr) = &m.mr {
+            if !mr.is_valid() {
+                // The local source was invalidated or deregistered under us.
+                let (err, inv) = match m.kind {
+                    TxKind::ReadResponse { .. } => (
+                        TermError::from(RemoteProtectionError::InvalidStag),
+                        Involved::None,
+                    ),
+                    _ => (
+                        TermError::Rdmap(RdmapError::LOCAL_CATASTROPHIC),
+                        Involved::None,
+                    ),
+                };
+                if let Some(seq) = m.seq {
+                    self.finish_slot(seq, WcStatus::LocalProtectionError, Some(err));
+                }
+                self.fail(err, None, inv);
+                return false;
+            }
+        }
+        // Offsets fit u32 (lengths are u32); MO of a Send and TO of tagged segments.
+        let header_start = out.len();
+        match m.kind {
+            TxKind::Send { opcode, inv, msn } => out.extend_from_slice(
+                &UntaggedHeader {
+                    last,
+                    rsvd_ulp: opcode.rdmap_control(),
+                    rsvd_ulp2: inv,
+                    qn: QN_SEND,
+                    msn,
+                    mo: m.sent as u32,
+                }
+                .to_bytes(),
+            ),
+            TxKind::Write { stag, to } | TxKind::ReadResponse { stag, to } => {
+                let opcode = if matches!(m.kind, TxKind::Write { .. }) {
+                    Opcode::RdmaWrite
+                } else {
+                    Opcode::RdmaReadResponse
+                };
+                out.extend_from_slice(
+                    &TaggedHeader {
+                        last,
+                        rsvd_ulp: opcode.rdmap_control(),
+                        stag,
+                        to: to.wrapping_add(m.sent as u64),
+                    }
+                    .to_bytes(),
+                );
+            }
+            TxKind::ReadRequest => {}
+        }
+        if n > 0 {
+            if let Some(mr) = &m.mr {
+                if mr.append_to(m.off + m.sent, n, out).is_err() {
+                    out.truncate(header_start);
+                    return false;
+                }
+            }
+        }
+        m.sent += n;
+        self.stats.tx_ulpdus += 1;
+        self.stats.tx_payload_octets += n as u64;
+        true
+    }
+
+    fn message_sent(&mut self, m: TxMsg) {
+        self.stats.tx_messages += 1;
+        match m.kind {
+            TxKind::ReadResponse { .. } => {
+                self.stats.read_responses_sent += 1;
+                self.last_was_rresp = true;
+            }
+            _ => {
+                self.last_was_rresp = false;
+                if let Some(seq) = m.seq {
+                    self.finish_slot(seq, WcStatus::Success, None);
+                }
+            }
+        }
+    }
+
+    /// Queues a Terminate (unless one was sent or received already) and flushes.
+    fn fail(&mut self, err: TermError, quote: Option<&[u8]>, involved: Involved) {
+        if self.state == QpState::Error {
+            return;
+        }
+        if self.term_sent.is_none() && self.term_received.is_none() {
+            let t = match quote {
+                Some(u) => Terminate::for_segment(err, u),
+                None => Terminate::new(err),
+            };
+            self.term_pending = Some(rdmap::terminate_ulpdu(&t, self.tx_msn[2]));
+            self.tx_msn[2] = self.tx_msn[2].wrapping_add(1);
+            self.term_sent = Some(t);
+            self.state = QpState::Terminating;
+        } else {
+            self.state = QpState::Error;
+        }
+        self.flush(err, involved);
+    }
+
+    /// Completes the involved work request in error and flushes everything else.
+    fn flush(&mut self, err: TermError, involved: Involved) {
+        match involved {
+            Involved::None => {}
+            Involved::Recv(status) => {
+                if let Some(r) = self.rq.pop_front() {
+                    self.recv_completion(r.wr_id, status, 0, false, None, Some(err));
+                }
+            }
+            Involved::Read(status) => {
+                if let Some(r) = self.out_reads.front() {
+                    let seq = r.seq;
+                    if let Some(s) = self.slot_mut(seq) {
+                        s.done.get_or_insert((status, Some(err)));
+                    }
+                }
+            }
+            Involved::OldestStarted(status) => {
+                if let Some(s) = self
+                    .slots
+                    .iter_mut()
+                    .find(|s| s.started && s.done.is_none())
+                {
+                    s.done = Some((status, Some(err)));
+                }
+            }
+        }
+        for s in self.slots.iter_mut() {
+            s.done.get_or_insert((WcStatus::Flushed, None));
+        }
+        self.release_slots();
+        while let Some(r) = self.rq.pop_front() {
+            self.recv_completion(r.wr_id, WcStatus::Flushed, 0, false, None, None);
+        }
+        self.sq.clear();
+        self.cur = None;
+        self.out_reads.clear();
+        self.irq.clear();
+        self.write_cache = None;
+    }
+
+    fn recv_completion(
+        &mut self,
+        wr_id: u64,
+        status: WcStatus,
+        byte_len: u32,
+        solicited: bool,
+        invalidated_stag: Option<u32>,
+        term: Option<TermError>,
+    ) {
+        self.cq.push_back(Completion {
+            wr_id,
+            status,
+            opcode: WcOpcode::Recv,
+            byte_len,
+            qpn: self.cfg.qpn,
+            solicited,
+            invalidated_stag,
+            term,
+        });
+    }
+
+    /// One in-order ULPDU from the deframer. Dropped unless the state is RTS.
     pub fn on_ulpdu(&mut self, ulpdu: &[u8]) {
-        let _ = ulpdu;
+        if self.state != QpState::Rts {
+            return;
+        }
+        self.stats.rx_ulpdus += 1;
+        let seg = match rdmap::parse_segment(ulpdu) {
+            Ok(seg) => seg,
+            Err(e) => return self.on_parse_error(e, ulpdu),
+        };
+        match (seg.body, seg.header) {
+            (Body::RdmaWrite { stag, to, data }, _) => {
+                self.on_write(stag, to, data, seg.header.last(), ulpdu)
+            }
+            (Body::ReadResponse { stag, to, data }, _) => {
+                self.on_read_response(stag, to, data, seg.header.last(), ulpdu)
+            }
+            (Body::ReadRequest(req), crate::ddp::DdpHeader::Untagged(h)) => {
+                self.on_read_request(&h, &req, ulpdu)
+            }
+            (
+                Body::Send {
+                    data,
+                    invalidate_stag,
+                    solicited_event,
+                },
+                crate::ddp::DdpHeader::Untagged(h),
+            ) => self.on_send(&h, data, invalidate_stag, solicited_event, ulpdu),
+            (Body::Terminate { terminate, .. }, _) => self.on_terminate(terminate),
+            // parse_segment pairs untagged bodies with untagged headers.
+            _ => {}
+        }
     }
 
-    /// The LLP failed under us: queue a Terminate with `err` where it can still be sent,
-    /// flush everything in error.
-    pub fn on_llp_error(&mut self, err: TermError) {
-        let _ = err;
+    fn on_parse_error(&mut self, e: RdmapParseError, ulpdu: &[u8]) {
+        match e {
+            RdmapParseError::TerminateNotSingleSegment { .. }
+            | RdmapParseError::MalformedTerminate(_) => {
+                // The peer is terminating; take what the Terminate says, if anything.
+                let payload = ulpdu.get(UNTAGGED_HEADER_LEN..).unwrap_or_default();
+                let t = match Terminate::decode_lenient(payload) {
+                    Ok((t, _)) => t,
+                    Err(_) => Terminate::new(TermError::Rdmap(RdmapError::LOCAL_CATASTROPHIC)),
+                };
+                self.on_terminate(t);
+            }
+            _ => {
+                let err = e
+                    .term_error()
+                    .unwrap_or(TermError::from(RemoteOperationError::Unspecified));
+                self.fail(err, Some(ulpdu), Involved::None);
+            }
+        }
+    }
+
+    fn on_terminate(&mut self, t: Terminate) {
+        self.stats.terminates_received += 1;
+        let err = t.error;
+        self.term_received = Some(t);
+        self.term_pending = None;
         self.state = QpState::Error;
+        self.flush(err, Involved::OldestStarted(status_for_terminate(&err)));
+    }
+
+    fn lookup_cached(&mut self, stag: u32) -> Option<Arc<MemoryRegion>> {
+        if let Some(mr) = &self.write_cache {
+            if mr.stag() == stag && mr.is_valid() {
+                return Some(mr.clone());
+            }
+        }
+        let mr = self.mrs.lookup(stag)?;
+        self.write_cache = Some(mr.clone());
+        Some(mr)
+    }
+
+    fn on_write(&mut self, stag: u32, to: u64, data: &[u8], last: bool, ulpdu: &[u8]) {
+        if data.is_empty() {
+            // Zero-length RDMA Write (RFC 6581 RTR): nothing to place, nothing to check.
+            return;
+        }
+        let Some(mr) = self.lookup_cached(stag) else {
+            return self.fail(
+                tagged(TaggedBufferError::InvalidStag),
+                Some(ulpdu),
+                Involved::None,
+            );
+        };
+        let checked = if mr.pd() != self.cfg.pd {
+            Err(MrError::PdMismatch)
+        } else {
+            mr.check(to, data.len(), Access::REMOTE_WRITE)
+        };
+        let placed = checked.and_then(|off| {
+            if last {
+                mr.write_last_visible_last(off, data)
+            } else {
+                mr.write(off, data)
+            }
+        });
+        match placed {
+            Ok(()) => {
+                self.stats.rx_payload_octets += data.len() as u64;
+                if last {
+                    self.stats.rx_messages += 1;
+                }
+            }
+            Err(e) => self.fail(tagged_for(e), Some(ulpdu), Involved::None),
+        }
+    }
+
+    fn on_read_response(&mut self, stag: u32, to: u64, data: &[u8], last: bool, ulpdu: &[u8]) {
+        if data.is_empty() && last && self.rtr_sink == Some((stag, to)) {
+            self.rtr_sink = None;
+            return;
+        }
+        let Some(rd) = self.out_reads.front() else {
+            return self.fail(
+                TermError::from(RemoteOperationError::UnexpectedOpcode),
+                Some(ulpdu),
+                Involved::None,
+            );
+        };
+        if !data.is_empty() {
+            let len = data.len() as u64;
+            let bad = if stag != rd.sink_stag {
+                Some(TaggedBufferError::InvalidStag)
+            } else {
+                match to.checked_add(len) {
+                    None => Some(TaggedBufferError::ToWrap),
+                    Some(end) if to < rd.sink_to || end > rd.sink_to.saturating_add(rd.len) => {
+                        Some(TaggedBufferError::BaseOrBoundsViolation)
+                    }
+                    Some(_) => None,
+                }
+            };
+            if let Some(e) = bad {
+                return self.fail(
+                    tagged(e),
+                    Some(ulpdu),
+                    Involved::Read(WcStatus::LocalProtectionError),
+                );
+            }
+            let placed = match &rd.sink_mr {
+                Some(mr) => mr
+                    .check(to, data.len(), Access::LOCAL_WRITE)
+                    .and_then(|off| {
+                        if last {
+                            mr.write_last_visible_last(off, data)
+                        } else {
+                            mr.write(off, data)
+                        }
+                    }),
+                None => Err(MrError::OutOfBounds),
+            };
+            if let Err(e) = placed {
+                return self.fail(
+                    tagged_for(e),
+                    Some(ulpdu),
+                    Involved::Read(WcStatus::LocalProtectionError),
+                );
+            }
+            self.stats.rx_payload_octets += len;
+        }
+        if last {
+            let seq = rd.seq;
+            self.out_reads.pop_front();
+            self.stats.rx_messages += 1;
+            self.finish_slot(seq, WcStatus::Success, None);
+        }
+    }
+
+    fn on_read_request(&mut self, h: &UntaggedHeader, req: &ReadRequest, ulpdu: &[u8]) {
+        if h.msn != self.rx_msn[1] {
+            return self.fail(
+                untagged(UntaggedBufferError::InvalidMsnRange),
+                Some(ulpdu),
+                Involved::None,
+            );
+        }
+        let outstanding = self.irq.len()
+            + usize::from(matches!(
+                self.cur,
+                Some(TxMsg {
+                    kind: TxKind::ReadResponse { .. },
+                    ..
+                })
+            ));
+        if outstanding >= usize::from(self.cfg.ird) {
+            return self.fail(
+                TermError::from(RemoteOperationError::CatastrophicLocalized),
+                Some(ulpdu),
+                Involved::None,
+            );
+        }
+        self.rx_msn[1] = self.rx_msn[1].wrapping_add(1);
+        let len = req.read_message_size as usize;
+        let (mr, off) = if len == 0 {
+            (None, 0)
+        } else {
+            let Some(mr) = self.mrs.lookup(req.source_stag) else {
+                return self.fail(
+                    TermError::from(RemoteProtectionError::InvalidStag),
+                    Some(ulpdu),
+                    Involved::None,
+                );
+            };
+            let checked = if mr.pd() != self.cfg.pd {
+                Err(MrError::PdMismatch)
+            } else {
+                mr.check(req.source_to, len, Access::REMOTE_READ)
+            };
+            match checked {
+                Ok(off) => (Some(mr), off),
+                Err(e) => return self.fail(protection_for(e), Some(ulpdu), Involved::None),
+            }
+        };
+        self.stats.rx_messages += 1;
+        self.irq.push_back(InRead {
+            mr,
+            off,
+            len,
+            sink_stag: req.sink_stag,
+            sink_to: req.sink_to,
+        });
+    }
+
+    fn on_send(
+        &mut self,
+        h: &UntaggedHeader,
+        data: &[u8],
+        inv: Option<u32>,
+        solicited: bool,
+        ulpdu: &[u8],
+    ) {
+        if h.msn != self.rx_msn[0] {
+            return self.fail(
+                untagged(UntaggedBufferError::InvalidMsnRange),
+                Some(ulpdu),
+                Involved::None,
+            );
+        }
+        let Some(rv) = self.rq.front() else {
+            return self.fail(
+                untagged(UntaggedBufferError::InvalidMsnNoBuffer),
+                Some(ulpdu),
+                Involved::None,
+            );
+        };
+        let end = u64::from(h.mo) + data.len() as u64;
+        if end > u64::from(u32::MAX) {
+            return self.fail(
+                untagged(UntaggedBufferError::InvalidMo),
+                Some(ulpdu),
+                Involved::Recv(WcStatus::LocalLengthError),
+            );
+        }
+        if end > rv.len as u64 {
+            return self.fail(
+                untagged(UntaggedBufferError::MessageTooLong),
+                Some(ulpdu),
+                Involved::Recv(WcStatus::LocalLengthError),
+            );
+        }
+        if !data.is_empty() {
+            let placed = match &rv.mr {
+                Some(mr) if mr.is_valid() => mr.write(rv.off + h.mo as usize, data),
+                _ => Err(MrError::Invalidated),
+            };
+            if placed.is_err() {
+                return self.fail(
+                    TermError::Rdmap(RdmapError::LOCAL_CATASTROPHIC),
+                    None,
+                    Involved::Recv(WcStatus::LocalProtectionError),
+                );
+            }
+            self.stats.rx_payload_octets += data.len() as u64;
+        }
+        self.rx_msg_len = self.rx_msg_len.max(end);
+        if !h.last {
+            return;
+        }
+        let mut invalidated = None;
+        if let Some(stag) = inv {
+            match self.mrs.invalidate(stag, self.cfg.pd) {
+                Ok(()) => invalidated = Some(stag),
+                Err(e) => {
+                    let err = if e == MrError::PdMismatch {
+                        TermError::from(RemoteProtectionError::StagCannotBeInvalidated)
+                    } else {
+                        TermError::from(RemoteOperationError::StagCannotBeInvalidated)
+                    };
+                    return self.fail(
+                        err,
+                        Some(ulpdu),
+                        Involved::Recv(WcStatus::LocalProtectionError),
+                    );
+                }
+            }
+        }
+        let len = self.rx_msg_len as u32;
+        self.rx_msg_len = 0;
+        self.rx_msn[0] = self.rx_msn[0].wrapping_add(1);
+        if let Some(r) = self.rq.pop_front() {
+            self.stats.rx_messages += 1;
+            self.recv_completion(
+                r.wr_id,
+                WcStatus::Success,
+                len,
+                solicited,
+                invalidated,
+                None,
+            );
+        }
+    }
+
+    /// The LLP (MPA or TCP) failed under us (CRC, marker, unexpected close...): queue a
+    /// Terminate with `err` where it can still be sent (not if one was sent or received
+    /// already), flush everything in error: the oldest started send work request gets
+    /// [`WcStatus::TransportError`] with `err`, the rest [`WcStatus::Flushed`].
+    pub fn on_llp_error(&mut self, err: TermError) {
+        if self.state == QpState::Error {
+            return;
+        }
+        if self.state == QpState::Terminating {
+            // A Terminate is already queued; it says why.
+            return self.flush(err, Involved::OldestStarted(WcStatus::TransportError));
+        }
+        self.fail(err, None, Involved::OldestStarted(WcStatus::TransportError));
     }
 
     /// The next completion.
@@ -319,7 +1312,7 @@ impl Qp {
     }
 
     /// True once a Terminate has been fully handed out by `poll_ulpdu`: the caller then
-    /// closes the LLP stream.
+    /// closes the LLP stream (RFC 5040: nothing follows a Terminate on the stream).
     pub fn terminate_flushed(&self) -> bool {
         self.term_flushed
     }
@@ -332,5 +1325,20 @@ impl Qp {
     /// The configuration.
     pub fn config(&self) -> &QpConfig {
         &self.cfg
+    }
+
+    /// Send work requests posted and not yet completed.
+    pub fn send_queue_len(&self) -> usize {
+        self.slots.len()
+    }
+
+    /// Receive work requests posted and not yet completed.
+    pub fn recv_queue_len(&self) -> usize {
+        self.rq.len()
+    }
+
+    /// Our RDMA Reads waiting for their Read Response (at most ORD).
+    pub fn outstanding_reads(&self) -> usize {
+        self.out_reads.len()
     }
 }

@@ -1,0 +1,1215 @@
+//! Queue pairs wired back to back in memory.
+
+use std::sync::Arc;
+
+use proptest::prelude::*;
+
+use super::*;
+use crate::ddp::{TaggedHeader, UntaggedHeader};
+use crate::rdmap::{self, Opcode, ReadRequest, TermError, Terminate};
+
+const PD: u32 = 7;
+const MULPDU: usize = 1448;
+
+struct Side {
+    mrs: Arc<MrTable>,
+    qp: Qp,
+}
+
+struct Pair {
+    a: Side,
+    b: Side,
+    /// ULPDUs that went from A to B and from B to A, in order.
+    a_to_b: Vec<Vec<u8>>,
+    b_to_a: Vec<Vec<u8>>,
+}
+
+fn cfg(qpn: u32) -> QpConfig {
+    QpConfig::new(qpn, PD)
+}
+
+fn side(c: QpConfig) -> Side {
+    let mrs = Arc::new(MrTable::new());
+    Side {
+        qp: Qp::new(c, mrs.clone()),
+        mrs,
+    }
+}
+
+fn pair() -> Pair {
+    pair_with(cfg(1), cfg(2))
+}
+
+fn pair_with(a: QpConfig, b: QpConfig) -> Pair {
+    Pair {
+        a: side(a),
+        b: side(b),
+        a_to_b: Vec::new(),
+        b_to_a: Vec::new(),
+    }
+}
+
+impl Pair {
+    /// Moves ULPDUs both ways until neither side has anything to send.
+    fn pump(&mut self, mulpdu: usize) {
+        let mut buf = Vec::with_capacity(mulpdu);
+        loop {
+            let mut moved = false;
+            buf.clear();
+            while self.a.qp.poll_ulpdu(mulpdu, &mut buf) {
+                assert!(buf.len() <= mulpdu);
+                self.b.qp.on_ulpdu(&buf);
+                if self.a_to_b.len() < 10_000 {
+                    self.a_to_b.push(buf.clone());
+                }
+                buf.clear();
+                moved = true;
+            }
+            while self.b.qp.poll_ulpdu(mulpdu, &mut buf) {
+                assert!(buf.len() <= mulpdu);
+                self.a.qp.on_ulpdu(&buf);
+                if self.b_to_a.len() < 10_000 {
+                    self.b_to_a.push(buf.clone());
+                }
+                buf.clear();
+                moved = true;
+            }
+            if !moved {
+                break;
+            }
+        }
+    }
+}
+
+fn completions(qp: &mut Qp) -> Vec<Completion> {
+    std::iter::from_fn(|| qp.poll_completion()).collect()
+}
+
+fn pattern(len: usize, seed: u8) -> Vec<u8> {
+    (0..len)
+        .map(|i| (i as u8).wrapping_mul(31).wrapping_add(seed) ^ (i >> 8) as u8)
+        .collect()
+}
+
+fn reg(s: &Side, base: u64, len: usize, access: Access) -> Arc<MemoryRegion> {
+    s.mrs.register(PD, base, len, access).unwrap()
+}
+
+fn sge(mr: &MemoryRegion, off: u64, len: u32) -> Sge {
+    Sge {
+        stag: mr.stag(),
+        to: mr.base_to() + off,
+        len,
+    }
+}
+
+fn ok(wr_id: u64, opcode: WcOpcode, byte_len: u32, qpn: u32) -> Completion {
+    Completion {
+        wr_id,
+        status: WcStatus::Success,
+        opcode,
+        byte_len,
+        qpn,
+        solicited: false,
+        invalidated_stag: None,
+        term: None,
+    }
+}
+
+const SIZES: [usize; 8] = [
+    0,
+    1,
+    MULPDU - 18 - 1,
+    MULPDU - 18,
+    MULPDU - 18 + 1,
+    65536,
+    3 * 1024 * 1024 + 5,
+    MULPDU - 14 + 1,
+];
+
+#[test]
+fn sends_every_size() {
+    for &len in &SIZES {
+        let mut p = pair();
+        let src = reg(&p.a, 0x1000, len.max(1), Access::empty());
+        let data = pattern(len, 3);
+        src.write(0, &data).unwrap();
+        let dst = reg(&p.b, 0x9000, len + 16, Access::LOCAL_WRITE);
+        dst.fill(0xEE);
+        p.b.qp
+            .post_recv(RecvWr {
+                wr_id: 77,
+                local: sge(&dst, 0, len as u32 + 16),
+            })
+            .unwrap();
+        p.a.qp
+            .post_send(SendWr {
+                wr_id: 5,
+                op: SendOp::Send,
+                local: sge(&src, 0, len as u32),
+                signaled: true,
+            })
+            .unwrap();
+        p.pump(MULPDU);
+        assert_eq!(
+            completions(&mut p.a.qp),
+            vec![ok(5, WcOpcode::Send, len as u32, 1)]
+        );
+        assert_eq!(
+            completions(&mut p.b.qp),
+            vec![ok(77, WcOpcode::Recv, len as u32, 2)]
+        );
+        let got = dst.to_vec();
+        assert_eq!(&got[..len], &data[..], "len {len}");
+        assert_eq!(&got[len..], &[0xEE; 16]);
+        // Segments: MSN 1, MO advancing, L only on the last, each within MULPDU.
+        let expect_segs = if len == 0 {
+            1
+        } else {
+            len.div_ceil(MULPDU - 18)
+        };
+        assert_eq!(p.a_to_b.len(), expect_segs.min(10_000));
+        let mut mo = 0;
+        for (i, u) in p.a_to_b.iter().enumerate() {
+            let seg = rdmap::parse_segment(u).unwrap();
+            let crate::ddp::DdpHeader::Untagged(h) = seg.header else {
+                panic!()
+            };
+            assert_eq!((h.qn, h.msn, h.mo), (0, 1, mo));
+            assert_eq!(h.last, i + 1 == expect_segs);
+            mo += seg.payload.len() as u32;
+        }
+        assert_eq!(p.a.qp.state(), QpState::Rts);
+        assert_eq!(p.b.qp.state(), QpState::Rts);
+    }
+}
+
+#[test]
+fn writes_every_size_last_octet_visible() {
+    for &len in &SIZES {
+        let mut p = pair();
+        let src = reg(&p.a, 0, len.max(1), Access::empty());
+        let data = pattern(len, 9);
+        src.write(0, &data).unwrap();
+        let dst = reg(&p.b, 0x7000_0000, len + 20, Access::REMOTE_WRITE);
+        dst.fill(0x11);
+        p.a.qp
+            .post_send(SendWr {
+                wr_id: 1,
+                op: SendOp::Write {
+                    remote_stag: dst.stag(),
+                    remote_to: 0x7000_0000 + 10,
+                },
+                local: sge(&src, 0, len as u32),
+                signaled: true,
+            })
+            .unwrap();
+        p.pump(MULPDU);
+        assert_eq!(
+            completions(&mut p.a.qp),
+            vec![ok(1, WcOpcode::Write, len as u32, 1)]
+        );
+        assert!(completions(&mut p.b.qp).is_empty());
+        let got = dst.to_vec();
+        assert_eq!(&got[..10], &[0x11; 10]);
+        assert_eq!(&got[10..10 + len], &data[..]);
+        assert_eq!(&got[10 + len..], &[0x11; 10]);
+        if len > 0 {
+            assert_eq!(dst.load_u8_acquire(10 + len - 1), data.last().copied());
+        }
+        let mut to = 0x7000_0000 + 10;
+        for u in &p.a_to_b {
+            let seg = rdmap::parse_segment(u).unwrap();
+            let crate::ddp::DdpHeader::Tagged(h) = seg.header else {
+                panic!()
+            };
+            assert_eq!((h.stag, h.to), (dst.stag(), to));
+            to += seg.payload.len() as u64;
+        }
+    }
+}
+
+#[test]
+fn reads_every_size() {
+    for &len in &SIZES {
+        let mut p = pair();
+        let src = reg(&p.b, 0x4000, len + 8, Access::REMOTE_READ);
+        let data = pattern(len, 1);
+        src.write(8, &data).unwrap();
+        let sink = reg(&p.a, 0x100, len + 4, Access::LOCAL_WRITE);
+        sink.fill(0x22);
+        p.a.qp
+            .post_send(SendWr {
+                wr_id: 9,
+                op: SendOp::Read {
+                    remote_stag: src.stag(),
+                    remote_to: 0x4008,
+                },
+                local: sge(&sink, 2, len as u32),
+                signaled: true,
+            })
+            .unwrap();
+        p.pump(MULPDU);
+        assert_eq!(
+            completions(&mut p.a.qp),
+            vec![ok(9, WcOpcode::Read, len as u32, 1)]
+        );
+        assert!(completions(&mut p.b.qp).is_empty());
+        let got = sink.to_vec();
+        assert_eq!(&got[..2], &[0x22; 2]);
+        assert_eq!(&got[2..2 + len], &data[..]);
+        assert_eq!(&got[2 + len..], &[0x22; 2]);
+        assert_eq!(p.a_to_b.len(), 1);
+        let seg = rdmap::parse_segment(&p.a_to_b[0]).unwrap();
+        assert_eq!(seg.opcode, Opcode::RdmaReadRequest);
+        assert_eq!(p.b.qp.stats().read_responses_sent, 1);
+    }
+}
+
+#[test]
+fn send_with_invalidate_and_solicited() {
+    let mut p = pair();
+    let src = reg(&p.a, 0, 64, Access::empty());
+    let victim = reg(&p.b, 0, 64, Access::REMOTE_WRITE);
+    let dst = reg(&p.b, 0x100, 64, Access::LOCAL_WRITE);
+    for i in 0..2 {
+        p.b.qp
+            .post_recv(RecvWr {
+                wr_id: 10 + i,
+                local: sge(&dst, 0, 64),
+            })
+            .unwrap();
+    }
+    p.a.qp
+        .post_send(SendWr {
+            wr_id: 1,
+            op: SendOp::SendSolicitedInvalidate {
+                stag: victim.stag(),
+            },
+            local: sge(&src, 0, 10),
+            signaled: true,
+        })
+        .unwrap();
+    p.a.qp
+        .post_send(SendWr {
+            wr_id: 2,
+            op: SendOp::SendSolicited,
+            local: sge(&src, 0, 3),
+            signaled: false,
+        })
+        .unwrap();
+    p.pump(MULPDU);
+    assert_eq!(completions(&mut p.a.qp), vec![ok(1, WcOpcode::Send, 10, 1)]);
+    let c = completions(&mut p.b.qp);
+    assert_eq!(c.len(), 2);
+    assert_eq!(c[0].invalidated_stag, Some(victim.stag()));
+    assert!(c[0].solicited && c[1].solicited);
+    assert_eq!((c[0].byte_len, c[1].byte_len), (10, 3));
+    assert!(!victim.is_valid());
+    assert_eq!(
+        p.b.mrs.lookup(victim.stag()).map(|m| m.is_valid()),
+        Some(false)
+    );
+}
+
+#[test]
+fn ord_limits_outstanding_reads_and_orders_completions() {
+    let mut ca = cfg(1);
+    ca.ord = 2;
+    let mut p = pair_with(ca, cfg(2));
+    let src = reg(&p.b, 0, 4096, Access::REMOTE_READ);
+    src.write(0, &pattern(4096, 5)).unwrap();
+    let sink = reg(&p.a, 0, 4 * 4096, Access::LOCAL_WRITE);
+    let dst = reg(&p.b, 0x10000, 16, Access::LOCAL_WRITE);
+    p.b.qp
+        .post_recv(RecvWr {
+            wr_id: 50,
+            local: sge(&dst, 0, 16),
+        })
+        .unwrap();
+    for i in 0..3u64 {
+        p.a.qp
+            .post_send(SendWr {
+                wr_id: i,
+                op: SendOp::Read {
+                    remote_stag: src.stag(),
+                    remote_to: 0,
+                },
+                local: sge(&sink, i * 4096, 4096),
+                signaled: true,
+            })
+            .unwrap();
+    }
+    p.a.qp
+        .post_send(SendWr {
+            wr_id: 3,
+            op: SendOp::Send,
+            local: sge(&sink, 0, 0),
+            signaled: true,
+        })
+        .unwrap();
+    // A alone: two Read Requests go out, the third waits, and so does the Send after it.
+    let mut out = Vec::new();
+    let mut reqs = Vec::new();
+    while p.a.qp.poll_ulpdu(MULPDU, &mut out) {
+        reqs.push(std::mem::take(&mut out));
+    }
+    assert_eq!(reqs.len(), 2);
+    assert_eq!(p.a.qp.outstanding_reads(), 2);
+    assert!(!p.a.qp.has_tx());
+    for r in &reqs {
+        p.b.qp.on_ulpdu(r);
+    }
+    p.pump(MULPDU);
+    let c = completions(&mut p.a.qp);
+    let ids: Vec<u64> = c.iter().map(|c| c.wr_id).collect();
+    assert_eq!(ids, vec![0, 1, 2, 3]);
+    assert!(c.iter().all(|c| c.status == WcStatus::Success));
+    for i in 0..3 {
+        let mut v = vec![0; 4096];
+        sink.read(i * 4096, &mut v).unwrap();
+        assert_eq!(v, pattern(4096, 5));
+    }
+    assert_eq!(completions(&mut p.b.qp).len(), 1);
+}
+
+#[test]
+fn send_completion_waits_for_earlier_read() {
+    let mut p = pair();
+    let src = reg(&p.b, 0, 8, Access::REMOTE_READ);
+    let sink = reg(&p.a, 0, 8, Access::LOCAL_WRITE);
+    let dst = reg(&p.b, 0x100, 8, Access::LOCAL_WRITE);
+    p.b.qp
+        .post_recv(RecvWr {
+            wr_id: 1,
+            local: sge(&dst, 0, 8),
+        })
+        .unwrap();
+    p.a.qp
+        .post_send(SendWr {
+            wr_id: 1,
+            op: SendOp::Read {
+                remote_stag: src.stag(),
+                remote_to: 0,
+            },
+            local: sge(&sink, 0, 8),
+            signaled: true,
+        })
+        .unwrap();
+    p.a.qp
+        .post_send(SendWr {
+            wr_id: 2,
+            op: SendOp::Send,
+            local: sge(&sink, 0, 4),
+            signaled: true,
+        })
+        .unwrap();
+    let mut out = Vec::new();
+    while p.a.qp.poll_ulpdu(MULPDU, &mut out) {}
+    // The Send is on the wire but its completion waits for the Read's.
+    assert!(p.a.qp.poll_completion().is_none());
+    p.b.qp.on_ulpdu(&out[..46]);
+    p.b.qp.on_ulpdu(&out[46..]);
+    p.pump(MULPDU);
+    let ids: Vec<u64> = completions(&mut p.a.qp).iter().map(|c| c.wr_id).collect();
+    assert_eq!(ids, vec![1, 2]);
+}
+
+#[test]
+fn read_responses_and_sends_alternate() {
+    let mut p = pair();
+    let src = reg(&p.b, 0, 3 * MULPDU, Access::REMOTE_READ);
+    let bsrc = reg(&p.b, 0x10_0000, 3 * MULPDU, Access::empty());
+    let sink = reg(&p.a, 0, 3 * MULPDU, Access::LOCAL_WRITE);
+    let adst = reg(&p.a, 0x10_0000, 3 * MULPDU, Access::LOCAL_WRITE);
+    for i in 0..2 {
+        p.a.qp
+            .post_recv(RecvWr {
+                wr_id: i,
+                local: sge(&adst, 0, 3 * MULPDU as u32),
+            })
+            .unwrap();
+        p.a.qp
+            .post_send(SendWr {
+                wr_id: i,
+                op: SendOp::Read {
+                    remote_stag: src.stag(),
+                    remote_to: 0,
+                },
+                local: sge(&sink, 0, 2 * MULPDU as u32),
+                signaled: true,
+            })
+            .unwrap();
+        p.b.qp
+            .post_send(SendWr {
+                wr_id: i,
+                op: SendOp::Send,
+                local: sge(&bsrc, 0, 2 * MULPDU as u32),
+                signaled: true,
+            })
+            .unwrap();
+    }
+    let mut out = Vec::new();
+    while p.a.qp.poll_ulpdu(MULPDU, &mut out) {
+        p.b.qp.on_ulpdu(&out);
+        out.clear();
+    }
+    let mut ops = Vec::new();
+    while p.b.qp.poll_ulpdu(MULPDU, &mut out) {
+        let seg = rdmap::parse_segment(&out).unwrap();
+        if seg.last() {
+            ops.push(seg.opcode);
+        }
+        p.a.qp.on_ulpdu(&out);
+        out.clear();
+    }
+    assert_eq!(
+        ops,
+        vec![
+            Opcode::RdmaReadResponse,
+            Opcode::Send,
+            Opcode::RdmaReadResponse,
+            Opcode::Send
+        ]
+    );
+    assert_eq!(completions(&mut p.a.qp).len(), 4);
+}
+
+#[test]
+fn read_rtr_response_is_absorbed() {
+    let mut ca = cfg(1);
+    ca.read_rtr_sink = Some((1, 0));
+    ca.tx_next_msn[1] = 2;
+    let mut p = pair_with(ca, cfg(2));
+    let rr = rdmap::zero_length_read_response(&ReadRequest {
+        sink_stag: 1,
+        sink_to: 0,
+        read_message_size: 0,
+        source_stag: 1,
+        source_to: 0,
+    });
+    p.a.qp.on_ulpdu(&rr);
+    assert_eq!(p.a.qp.state(), QpState::Rts);
+    // Zero-length Write RTR and Send RTR: a Send RTR needs a receive like any Send.
+    p.a.qp.on_ulpdu(&rdmap::zero_length_write(1));
+    assert_eq!(p.a.qp.state(), QpState::Rts);
+    // A zero-length Read Request RTR on B is answered by a zero-length Read Response.
+    p.b.qp
+        .on_ulpdu(&rdmap::zero_length_read_request(1, 1, 0, 1, 0));
+    let mut out = Vec::new();
+    assert!(p.b.qp.poll_ulpdu(MULPDU, &mut out));
+    assert_eq!(out, rr);
+    assert!(completions(&mut p.a.qp).is_empty());
+    // A second one is a violation (no Read outstanding).
+    p.a.qp.on_ulpdu(&rr);
+    assert_eq!(
+        p.a.qp.terminate_sent().unwrap().error.triple(),
+        (0, 2, 0x06)
+    );
+}
+
+// ---------------------------------------------------------------------------------------
+// Violations
+// ---------------------------------------------------------------------------------------
+
+/// Feeds one ULPDU to B, then checks the Terminate B sends and that A (receiving it)
+/// goes to Error too.
+fn expect_terminate(p: &mut Pair, triple: (u8, u8, u8)) -> Terminate {
+    assert_eq!(p.b.qp.state(), QpState::Terminating);
+    let t = *p.b.qp.terminate_sent().expect("terminate queued");
+    assert_eq!(t.error.triple(), triple, "{t}");
+    assert!(p.b.qp.has_tx());
+    let mut out = Vec::new();
+    assert!(p.b.qp.poll_ulpdu(MULPDU, &mut out));
+    assert!(p.b.qp.terminate_flushed());
+    assert_eq!(p.b.qp.state(), QpState::Error);
+    assert!(!p.b.qp.poll_ulpdu(MULPDU, &mut out.clone()));
+    let seg = rdmap::parse_segment(&out).unwrap();
+    assert_eq!(seg.opcode, Opcode::Terminate);
+    p.a.qp.on_ulpdu(&out);
+    assert_eq!(p.a.qp.state(), QpState::Error);
+    assert_eq!(p.a.qp.terminate_received(), Some(&t));
+    t
+}
+
+fn write_wr(src: &MemoryRegion, len: u32, stag: u32, to: u64) -> SendWr {
+    SendWr {
+        wr_id: 1,
+        op: SendOp::Write {
+            remote_stag: stag,
+            remote_to: to,
+        },
+        local: sge(src, 0, len),
+        signaled: true,
+    }
+}
+
+/// Sends A's first ULPDU to B only.
+fn one_segment(p: &mut Pair) -> Vec<u8> {
+    let mut out = Vec::new();
+    assert!(p.a.qp.poll_ulpdu(MULPDU, &mut out));
+    p.b.qp.on_ulpdu(&out);
+    out
+}
+
+fn write_violation(access: Access, pd: u32, to_off: i64, len: u32, triple: (u8, u8, u8)) {
+    let mut p = pair();
+    let src = reg(&p.a, 0, 4096, Access::empty());
+    src.fill(0xAB);
+    let dst = p.b.mrs.register(pd, 0x1000, 100, access).unwrap();
+    dst.fill(0x5C);
+    let other = reg(&p.b, 0x2000, 100, Access::all());
+    other.fill(0x5C);
+    let to = (0x1000i64 + to_off) as u64;
+    p.a.qp
+        .post_send(write_wr(&src, len, dst.stag(), to))
+        .unwrap();
+    p.a.qp
+        .post_send(write_wr(&src, 4, other.stag(), 0x2000))
+        .unwrap();
+    let seg = one_segment(&mut p);
+    let t = expect_terminate(&mut p, triple);
+    assert_eq!(t.ddp_segment_length, Some(seg.len() as u16));
+    assert_eq!(
+        t.ddp_header,
+        Some(crate::ddp::DdpHeader::decode(&seg).unwrap())
+    );
+    assert_eq!(t.rdmap_header, None);
+    assert_eq!(dst.to_vec(), vec![0x5C; 100]);
+    assert_eq!(other.to_vec(), vec![0x5C; 100]);
+    // A: the first Write completed when handed out (TCP owns it then); the second one,
+    // not started, is flushed. The error is in `terminate_received`.
+    let c = completions(&mut p.a.qp);
+    assert_eq!(c.len(), 2);
+    assert_eq!(c[0].status, WcStatus::Success);
+    assert_eq!(c[1].status, WcStatus::Flushed);
+    assert_eq!(
+        p.a.qp.terminate_received().map(|t| t.error.triple()),
+        Some(triple)
+    );
+    assert!(completions(&mut p.b.qp).is_empty());
+}
+
+#[test]
+fn write_violations() {
+    let rw = Access::REMOTE_WRITE;
+    write_violation(rw, PD, 0, 101, (1, 1, 0x01)); // past the end
+    write_violation(rw, PD, -1, 10, (1, 1, 0x01)); // before the start
+    write_violation(rw, PD + 1, 0, 10, (1, 1, 0x02)); // wrong PD
+    write_violation(Access::REMOTE_READ, PD, 0, 10, (1, 1, 0x00)); // no REMOTE_WRITE
+}
+
+#[test]
+fn write_bad_stag_and_to_wrap() {
+    let mut p = pair();
+    let src = reg(&p.a, 0, 64, Access::empty());
+    p.a.qp.post_send(write_wr(&src, 8, 0x1234_5600, 0)).unwrap();
+    one_segment(&mut p);
+    expect_terminate(&mut p, (1, 1, 0x00));
+
+    let mut p = pair();
+    let dst = reg(&p.b, u64::MAX - 100, 100, Access::REMOTE_WRITE);
+    let hdr = TaggedHeader {
+        last: true,
+        rsvd_ulp: Opcode::RdmaWrite.rdmap_control(),
+        stag: dst.stag(),
+        to: u64::MAX - 3,
+    };
+    let mut u = hdr.to_bytes().to_vec();
+    u.extend_from_slice(&[1; 8]);
+    p.b.qp.on_ulpdu(&u);
+    expect_terminate(&mut p, (1, 1, 0x03));
+    assert_eq!(dst.to_vec(), vec![0; 100]);
+
+    // A deregistered (stale) STag and an invalidated one.
+    let mut p = pair();
+    let dst = reg(&p.b, 0, 100, Access::REMOTE_WRITE);
+    assert!(p.b.mrs.deregister(dst.stag()));
+    p.a.qp
+        .post_send(write_wr(&src_of(&p), 8, dst.stag(), 0))
+        .unwrap();
+    one_segment(&mut p);
+    expect_terminate(&mut p, (1, 1, 0x00));
+    assert_eq!(dst.to_vec(), vec![0; 100]);
+}
+
+fn src_of(p: &Pair) -> Arc<MemoryRegion> {
+    reg(&p.a, 0x5000_0000, 64, Access::empty())
+}
+
+fn read_violation(access: Access, pd: u32, to_off: i64, len: u32, triple: (u8, u8, u8)) {
+    let mut p = pair();
+    let src = p.b.mrs.register(pd, 0x1000, 100, access).unwrap();
+    let sink = reg(&p.a, 0, 4096, Access::LOCAL_WRITE);
+    sink.fill(0x33);
+    p.a.qp
+        .post_send(SendWr {
+            wr_id: 4,
+            op: SendOp::Read {
+                remote_stag: src.stag(),
+                remote_to: (0x1000 + to_off) as u64,
+            },
+            local: sge(&sink, 0, len),
+            signaled: false,
+        })
+        .unwrap();
+    let seg = one_segment(&mut p);
+    let t = expect_terminate(&mut p, triple);
+    assert_eq!(
+        t.rdmap_header,
+        Some(ReadRequest::decode(&seg[18..]).unwrap())
+    );
+    assert_eq!(sink.to_vec(), vec![0x33; 4096]);
+    let c = completions(&mut p.a.qp);
+    assert_eq!(c.len(), 1, "unsignaled, but errors complete");
+    assert_eq!((c[0].wr_id, c[0].status), (4, WcStatus::RemoteAccessError));
+    assert_eq!(c[0].opcode, WcOpcode::Read);
+}
+
+#[test]
+fn read_violations() {
+    let rr = Access::REMOTE_READ;
+    read_violation(rr, PD, 0, 101, (0, 1, 0x01));
+    read_violation(rr, PD + 1, 0, 10, (0, 1, 0x03));
+    read_violation(Access::REMOTE_WRITE, PD, 0, 10, (0, 1, 0x02));
+    let mut p = pair();
+    let sink = reg(&p.a, 0, 64, Access::LOCAL_WRITE);
+    p.a.qp
+        .post_send(SendWr {
+            wr_id: 4,
+            op: SendOp::Read {
+                remote_stag: 0x4242_4200,
+                remote_to: 0,
+            },
+            local: sge(&sink, 0, 8),
+            signaled: true,
+        })
+        .unwrap();
+    one_segment(&mut p);
+    expect_terminate(&mut p, (0, 1, 0x00));
+}
+
+#[test]
+fn ird_overrun() {
+    let mut cb = cfg(2);
+    cb.ird = 2;
+    let mut ca = cfg(1);
+    ca.ord = 3; // A misbehaves: more than B's IRD.
+    let mut p = pair_with(ca, cb);
+    let src = reg(&p.b, 0, 64, Access::REMOTE_READ);
+    let sink = reg(&p.a, 0, 64, Access::LOCAL_WRITE);
+    for i in 0..3 {
+        p.a.qp
+            .post_send(SendWr {
+                wr_id: i,
+                op: SendOp::Read {
+                    remote_stag: src.stag(),
+                    remote_to: 0,
+                },
+                local: sge(&sink, 0, 8),
+                signaled: true,
+            })
+            .unwrap();
+    }
+    let mut reqs = Vec::new();
+    let mut out = Vec::new();
+    while p.a.qp.poll_ulpdu(MULPDU, &mut out) {
+        reqs.push(std::mem::take(&mut out));
+    }
+    assert_eq!(reqs.len(), 3);
+    p.b.qp.on_ulpdu(&reqs[0]);
+    p.b.qp.on_ulpdu(&reqs[1]);
+    assert_eq!(p.b.qp.state(), QpState::Rts);
+    p.b.qp.on_ulpdu(&reqs[2]);
+    // The Terminate goes before the two queued Read Responses, which are dropped.
+    let t = expect_terminate(&mut p, (0, 2, 0x07));
+    assert!(t.rdmap_header.is_some());
+    let c = completions(&mut p.a.qp);
+    assert_eq!(c.len(), 3);
+    assert_eq!(c[0].status, WcStatus::RemoteOperationError);
+    assert!(c[1..].iter().all(|c| c.status == WcStatus::Flushed));
+}
+
+#[test]
+fn send_violations() {
+    // No receive posted.
+    let mut p = pair();
+    let src = reg(&p.a, 0, 64, Access::empty());
+    let send = |len| SendWr {
+        wr_id: 8,
+        op: SendOp::Send,
+        local: sge(&src, 0, len),
+        signaled: true,
+    };
+    p.a.qp.post_send(send(10)).unwrap();
+    one_segment(&mut p);
+    let t = expect_terminate(&mut p, (1, 2, 0x02));
+    assert!(matches!(
+        t.ddp_header,
+        Some(crate::ddp::DdpHeader::Untagged(_))
+    ));
+    let c = completions(&mut p.a.qp);
+    assert_eq!(c[0].status, WcStatus::Success);
+
+    // Receive too small: its completion is a local length error.
+    let mut p = pair();
+    let src = reg(&p.a, 0, 64, Access::empty());
+    let dst = reg(&p.b, 0, 64, Access::LOCAL_WRITE);
+    dst.fill(0x99);
+    p.b.qp
+        .post_recv(RecvWr {
+            wr_id: 3,
+            local: sge(&dst, 0, 9),
+        })
+        .unwrap();
+    p.b.qp
+        .post_recv(RecvWr {
+            wr_id: 4,
+            local: sge(&dst, 0, 64),
+        })
+        .unwrap();
+    p.a.qp
+        .post_send(SendWr {
+            wr_id: 8,
+            op: SendOp::Send,
+            local: sge(&src, 0, 10),
+            signaled: true,
+        })
+        .unwrap();
+    one_segment(&mut p);
+    expect_terminate(&mut p, (1, 2, 0x05));
+    assert_eq!(dst.to_vec(), vec![0x99; 64]);
+    let c = completions(&mut p.b.qp);
+    assert_eq!(
+        c.iter().map(|c| (c.wr_id, c.status)).collect::<Vec<_>>(),
+        vec![(3, WcStatus::LocalLengthError), (4, WcStatus::Flushed)]
+    );
+    assert_eq!(c[0].term.map(|e| e.triple()), Some((1, 2, 0x05)));
+    assert_eq!(
+        p.b.qp.post_recv(RecvWr {
+            wr_id: 1,
+            local: sge(&dst, 0, 1)
+        }),
+        Err(PostError::InvalidState)
+    );
+}
+
+#[test]
+fn msn_out_of_range() {
+    let mut p = pair();
+    let dst = reg(&p.b, 0, 64, Access::LOCAL_WRITE);
+    p.b.qp
+        .post_recv(RecvWr {
+            wr_id: 3,
+            local: sge(&dst, 0, 64),
+        })
+        .unwrap();
+    let h = UntaggedHeader {
+        last: true,
+        rsvd_ulp: Opcode::Send.rdmap_control(),
+        rsvd_ulp2: 0,
+        qn: 0,
+        msn: 2,
+        mo: 0,
+    };
+    p.b.qp.on_ulpdu(&h.to_bytes());
+    expect_terminate(&mut p, (1, 2, 0x03));
+    // Read Request with a wrong MSN on QN 1.
+    let mut p = pair();
+    p.b.qp
+        .on_ulpdu(&rdmap::zero_length_read_request(5, 1, 0, 1, 0));
+    expect_terminate(&mut p, (1, 2, 0x03));
+}
+
+#[test]
+fn invalidate_bad_stag() {
+    for (victim_pd, exists, triple) in [(PD, false, (0, 2, 0x09)), (PD + 1, true, (0, 1, 0x09))] {
+        let mut p = pair();
+        let src = reg(&p.a, 0, 64, Access::empty());
+        let victim = p.b.mrs.register(victim_pd, 0, 8, Access::all()).unwrap();
+        let stag = if exists { victim.stag() } else { 0x00AB_CD00 };
+        let dst = reg(&p.b, 0, 64, Access::LOCAL_WRITE);
+        p.b.qp
+            .post_recv(RecvWr {
+                wr_id: 3,
+                local: sge(&dst, 0, 64),
+            })
+            .unwrap();
+        p.a.qp
+            .post_send(SendWr {
+                wr_id: 8,
+                op: SendOp::SendInvalidate { stag },
+                local: sge(&src, 0, 10),
+                signaled: true,
+            })
+            .unwrap();
+        one_segment(&mut p);
+        expect_terminate(&mut p, triple);
+        assert!(victim.is_valid());
+        let c = completions(&mut p.b.qp);
+        assert_eq!(c[0].status, WcStatus::LocalProtectionError);
+        assert_eq!(c[0].term.map(|e| e.triple()), Some(triple));
+    }
+}
+
+#[test]
+fn read_response_violations() {
+    // Outside the requested range (but inside the sink region): DDP base or bounds.
+    let mut p = pair();
+    let sink = reg(&p.a, 0, 64, Access::LOCAL_WRITE);
+    p.a.qp
+        .post_send(SendWr {
+            wr_id: 1,
+            op: SendOp::Read {
+                remote_stag: 0x100,
+                remote_to: 0,
+            },
+            local: sge(&sink, 0, 8),
+            signaled: true,
+        })
+        .unwrap();
+    let mut out = Vec::new();
+    assert!(p.a.qp.poll_ulpdu(MULPDU, &mut out));
+    let mut u = TaggedHeader {
+        last: true,
+        rsvd_ulp: Opcode::RdmaReadResponse.rdmap_control(),
+        stag: sink.stag(),
+        to: 4,
+    }
+    .to_bytes()
+    .to_vec();
+    u.extend_from_slice(&[7; 8]);
+    p.a.qp.on_ulpdu(&u);
+    assert_eq!(p.a.qp.state(), QpState::Terminating);
+    assert_eq!(
+        p.a.qp.terminate_sent().unwrap().error.triple(),
+        (1, 1, 0x01)
+    );
+    assert_eq!(sink.to_vec(), vec![0; 64]);
+    let c = completions(&mut p.a.qp);
+    assert_eq!(
+        (c[0].wr_id, c[0].status),
+        (1, WcStatus::LocalProtectionError)
+    );
+    // Wrong STag.
+    let mut p = pair();
+    let sink = reg(&p.a, 0, 64, Access::LOCAL_WRITE);
+    p.a.qp
+        .post_send(SendWr {
+            wr_id: 1,
+            op: SendOp::Read {
+                remote_stag: 0x100,
+                remote_to: 0,
+            },
+            local: sge(&sink, 0, 8),
+            signaled: true,
+        })
+        .unwrap();
+    assert!(p.a.qp.poll_ulpdu(MULPDU, &mut out));
+    u[2..6].copy_from_slice(&(sink.stag() ^ 0x100).to_be_bytes());
+    p.a.qp.on_ulpdu(&u);
+    assert_eq!(
+        p.a.qp.terminate_sent().unwrap().error.triple(),
+        (1, 1, 0x00)
+    );
+}
+
+#[test]
+fn llp_error_flushes() {
+    let mut p = pair();
+    let src = reg(&p.a, 0, 64, Access::empty());
+    let dst = reg(&p.a, 0x100, 64, Access::LOCAL_WRITE);
+    p.a.qp
+        .post_recv(RecvWr {
+            wr_id: 9,
+            local: sge(&dst, 0, 64),
+        })
+        .unwrap();
+    for i in 0..2 {
+        p.a.qp.post_send(write_wr(&src, 64, 0x100, 0)).unwrap();
+        let _ = i;
+    }
+    let mut out = Vec::new();
+    assert!(p.a.qp.poll_ulpdu(40, &mut out)); // first segment of the first Write
+    let err = TermError::Llp(crate::mpa::MpaErrorCode::CrcMismatch);
+    p.a.qp.on_llp_error(err);
+    assert_eq!(p.a.qp.state(), QpState::Terminating);
+    out.clear();
+    assert!(p.a.qp.poll_ulpdu(MULPDU, &mut out));
+    let seg = rdmap::parse_segment(&out).unwrap();
+    let rdmap::Body::Terminate { terminate, .. } = seg.body else {
+        panic!()
+    };
+    assert_eq!(terminate, Terminate::new(err));
+    assert!(p.a.qp.terminate_flushed());
+    let c = completions(&mut p.a.qp);
+    let st: Vec<_> = c.iter().map(|c| (c.opcode, c.status)).collect();
+    assert_eq!(
+        st,
+        vec![
+            (WcOpcode::Write, WcStatus::TransportError),
+            (WcOpcode::Write, WcStatus::Flushed),
+            (WcOpcode::Recv, WcStatus::Flushed)
+        ]
+    );
+    assert_eq!(
+        p.a.qp.post_send(write_wr(&src, 1, 0x100, 0)),
+        Err(PostError::InvalidState)
+    );
+}
+
+#[test]
+fn post_checks() {
+    let mut c = cfg(1);
+    c.max_send_wr = 1;
+    c.max_recv_wr = 1;
+    c.ord = 0;
+    let s = side(c);
+    let mut qp = s.qp;
+    let mr = s.mrs.register(PD, 0, 16, Access::empty()).unwrap();
+    let other_pd = s.mrs.register(PD + 1, 0, 16, Access::all()).unwrap();
+    let w = |stag, len| RecvWr {
+        wr_id: 1,
+        local: Sge { stag, to: 0, len },
+    };
+    assert_eq!(
+        qp.post_recv(w(mr.stag(), 8)),
+        Err(PostError::LocalProtection(MrError::AccessDenied))
+    );
+    assert_eq!(
+        qp.post_recv(w(other_pd.stag(), 8)),
+        Err(PostError::LocalProtection(MrError::PdMismatch))
+    );
+    assert_eq!(
+        qp.post_recv(w(0x999_00, 8)),
+        Err(PostError::LocalProtection(MrError::InvalidStag))
+    );
+    assert_eq!(qp.post_recv(w(0x999_00, 0)), Ok(()));
+    assert_eq!(qp.post_recv(w(0x999_00, 0)), Err(PostError::QueueFull));
+    let read = SendWr {
+        wr_id: 1,
+        op: SendOp::Read {
+            remote_stag: 5,
+            remote_to: 0,
+        },
+        local: Sge {
+            stag: mr.stag(),
+            to: 0,
+            len: 0,
+        },
+        signaled: true,
+    };
+    assert_eq!(qp.post_send(read), Err(PostError::ReadNotAllowed));
+    let send = SendWr {
+        op: SendOp::Send,
+        local: Sge {
+            stag: mr.stag(),
+            to: 8,
+            len: 9,
+        },
+        ..read
+    };
+    assert_eq!(
+        qp.post_send(send),
+        Err(PostError::LocalProtection(MrError::OutOfBounds))
+    );
+    let send = SendWr {
+        local: Sge {
+            len: 8,
+            ..send.local
+        },
+        ..send
+    };
+    assert_eq!(qp.post_send(send), Ok(()));
+    assert_eq!(qp.post_send(send), Err(PostError::QueueFull));
+    assert_eq!(qp.send_queue_len(), 1);
+    assert_eq!(qp.recv_queue_len(), 1);
+}
+
+#[test]
+fn terminate_received_flushes_receives() {
+    let mut p = pair();
+    let dst = reg(&p.b, 0, 64, Access::LOCAL_WRITE);
+    p.b.qp
+        .post_recv(RecvWr {
+            wr_id: 1,
+            local: sge(&dst, 0, 64),
+        })
+        .unwrap();
+    let t = Terminate::new(TermError::Rdmap(
+        crate::rdmap::RdmapError::LOCAL_CATASTROPHIC,
+    ));
+    p.b.qp.on_ulpdu(&rdmap::terminate_ulpdu(&t, 1));
+    assert_eq!(p.b.qp.state(), QpState::Error);
+    assert_eq!(p.b.qp.terminate_received(), Some(&t));
+    assert!(p.b.qp.terminate_sent().is_none());
+    let c = completions(&mut p.b.qp);
+    assert_eq!((c[0].wr_id, c[0].status), (1, WcStatus::Flushed));
+    // Nothing more is accepted or sent.
+    let mut out = Vec::new();
+    assert!(!p.b.qp.poll_ulpdu(MULPDU, &mut out));
+    assert!(!p.b.qp.has_tx());
+}
+
+#[test]
+fn malformed_segments_terminate() {
+    // Truncated DDP header: RDMAP Remote Operation Unspecified.
+    let mut p = pair();
+    p.b.qp.on_ulpdu(&[0x41, 0x43, 0, 0]);
+    expect_terminate(&mut p, (0, 2, 0xFF));
+    // Invalid RDMAP version.
+    let mut p = pair();
+    let mut u = rdmap::zero_length_send(1);
+    u[1] = 0x83;
+    p.b.qp.on_ulpdu(&u);
+    expect_terminate(&mut p, (0, 2, 0x05));
+    // Invalid DDP version (tagged).
+    let mut p = pair();
+    let mut u = rdmap::zero_length_write(1);
+    u[0] = 0xC2;
+    p.b.qp.on_ulpdu(&u);
+    expect_terminate(&mut p, (1, 1, 0x04));
+}
+
+// ---------------------------------------------------------------------------------------
+// Properties
+// ---------------------------------------------------------------------------------------
+
+#[derive(Debug, Clone)]
+enum Op {
+    Send(usize),
+    Write(usize, usize),
+    Read(usize, usize),
+}
+
+fn arb_op() -> impl Strategy<Value = Op> {
+    prop_oneof![
+        (0usize..5000).prop_map(Op::Send),
+        (0usize..5000, 0usize..64).prop_map(|(l, o)| Op::Write(l, o)),
+        (0usize..5000, 0usize..64).prop_map(|(l, o)| Op::Read(l, o)),
+    ]
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(64))]
+
+    #[test]
+    fn random_operations_round_trip(ops in proptest::collection::vec(arb_op(), 1..12), mulpdu in 60usize..2000, ord in 1u16..4) {
+        let mut ca = cfg(1);
+        ca.ord = ord;
+        let mut cb = cfg(2);
+        cb.ird = ord;
+        let mut p = pair_with(ca, cb);
+        const SLOT: usize = 8192;
+        let n = ops.len();
+        let a_src = reg(&p.a, 0, SLOT * n, Access::LOCAL_WRITE);
+        let b_mem = reg(&p.b, 0x1_0000_0000, SLOT * n, Access::all());
+        let b_recv = reg(&p.b, 0x2_0000_0000, SLOT * n, Access::LOCAL_WRITE);
+        let b_src = reg(&p.b, 0x3_0000_0000, SLOT * n, Access::REMOTE_READ);
+        let mut expect_b_mem = vec![0u8; SLOT * n];
+        let mut expect_b_recv = vec![0u8; SLOT * n];
+        let mut expect_a = vec![0u8; SLOT * n];
+        for (i, op) in ops.iter().enumerate() {
+            let base = i * SLOT;
+            let data = pattern(5000, i as u8);
+            a_src.write(base, &data).unwrap();
+            expect_a[base..base + 5000].copy_from_slice(&data);
+            let bdata = pattern(5000, 100 + i as u8);
+            b_src.write(base, &bdata).unwrap();
+            let wr = match *op {
+                Op::Send(len) => {
+                    p.b.qp.post_recv(RecvWr { wr_id: i as u64, local: sge(&b_recv, base as u64, SLOT as u32) }).unwrap();
+                    expect_b_recv[base..base + len].copy_from_slice(&data[..len]);
+                    SendWr { wr_id: i as u64, op: SendOp::Send, local: sge(&a_src, base as u64, len as u32), signaled: true }
+                }
+                Op::Write(len, off) => {
+                    expect_b_mem[base + off..base + off + len].copy_from_slice(&data[..len]);
+                    SendWr { wr_id: i as u64, op: SendOp::Write { remote_stag: b_mem.stag(), remote_to: b_mem.base_to() + (base + off) as u64 }, local: sge(&a_src, base as u64, len as u32), signaled: i % 2 == 0 }
+                }
+                Op::Read(len, off) => {
+                    // Read into A's slot at `off`, after A's own data was sent.
+                    expect_a[base + off..base + off + len].copy_from_slice(&bdata[..len]);
+                    SendWr { wr_id: i as u64, op: SendOp::Read { remote_stag: b_src.stag(), remote_to: b_src.base_to() + base as u64 }, local: sge(&a_src, (base + off) as u64, len as u32), signaled: true }
+                }
+            };
+            p.a.qp.post_send(wr).unwrap();
+        }
+        p.pump(mulpdu);
+        prop_assert_eq!(p.a.qp.state(), QpState::Rts);
+        prop_assert_eq!(p.b.qp.state(), QpState::Rts);
+        let ca: Vec<_> = completions(&mut p.a.qp);
+        let expected_ids: Vec<u64> = ops.iter().enumerate().filter(|(i, op)| !matches!(op, Op::Write(..)) || i % 2 == 0).map(|(i, _)| i as u64).collect();
+        prop_assert_eq!(ca.iter().map(|c| c.wr_id).collect::<Vec<_>>(), expected_ids);
+        prop_assert!(ca.iter().all(|c| c.status == WcStatus::Success));
+        let cb = completions(&mut p.b.qp);
+        prop_assert_eq!(cb.len(), ops.iter().filter(|o| matches!(o, Op::Send(_))).count());
+        prop_assert_eq!(b_mem.to_vec(), expect_b_mem);
+        prop_assert_eq!(b_recv.to_vec(), expect_b_recv);
+        prop_assert_eq!(a_src.to_vec(), expect_a);
+    }
+
+    #[test]
+    fn arbitrary_ulpdus_never_panic_nor_place_outside(
+        ulpdus in proptest::collection::vec(
+            prop_oneof![
+                proptest::collection::vec(any::<u8>(), 0..80),
+                // Structured: a valid-looking header with random fields and payload.
+                (any::<bool>(), 0u8..8, any::<u32>(), any::<u64>(), proptest::collection::vec(any::<u8>(), 0..40), any::<bool>())
+                    .prop_map(|(t, op, a, b, payload, last)| {
+                        let mut v = if t {
+                            TaggedHeader { last, rsvd_ulp: 0x40 | op, stag: a, to: b }.to_bytes().to_vec()
+                        } else {
+                            UntaggedHeader { last, rsvd_ulp: 0x40 | op, rsvd_ulp2: a, qn: (b % 3) as u32, msn: (b >> 32) as u32 % 3, mo: (b >> 8) as u32 % 64 }.to_bytes().to_vec()
+                        };
+                        v.extend_from_slice(&payload);
+                        v
+                    }),
+            ],
+            1..20),
+        use_real_stags in any::<bool>(),
+    ) {
+        let mut p = pair();
+        let writable = reg(&p.b, 0, 256, Access::REMOTE_WRITE | Access::LOCAL_WRITE);
+        let readonly = reg(&p.b, 0, 256, Access::REMOTE_READ);
+        let foreign = p.b.mrs.register(PD + 1, 0, 256, Access::all()).unwrap();
+        readonly.fill(0x77);
+        foreign.fill(0x66);
+        p.b.qp.post_recv(RecvWr { wr_id: 1, local: sge(&writable, 0, 32) }).unwrap();
+        let stags = [writable.stag(), readonly.stag(), foreign.stag()];
+        for (i, mut u) in ulpdus.into_iter().enumerate() {
+            if use_real_stags && u.len() >= 14 && u[0] & 0x80 != 0 {
+                u[2..6].copy_from_slice(&stags[i % 3].to_be_bytes());
+            }
+            p.b.qp.on_ulpdu(&u);
+            let mut out = Vec::new();
+            while p.b.qp.poll_ulpdu(MULPDU, &mut out) {
+                out.clear();
+            }
+            while p.b.qp.poll_completion().is_some() {}
+        }
+        prop_assert_eq!(readonly.to_vec(), vec![0x77; 256]);
+        prop_assert_eq!(foreign.to_vec(), vec![0x66; 256]);
+    }
+}
+
+#[test]
+fn terminate_maps_status_of_a_send_in_progress() {
+    // A multi-segment Send is cut short by the peer's Terminate: it completes with the
+    // status mapped from the Terminate's error.
+    let mut p = pair();
+    let src = reg(&p.a, 0, 4096, Access::empty());
+    p.a.qp
+        .post_send(SendWr {
+            wr_id: 8,
+            op: SendOp::Send,
+            local: sge(&src, 0, 4096),
+            signaled: true,
+        })
+        .unwrap();
+    one_segment(&mut p);
+    let t = expect_terminate(&mut p, (1, 2, 0x02));
+    let c = completions(&mut p.a.qp);
+    assert_eq!(c.len(), 1);
+    assert_eq!(c[0].status, WcStatus::RemoteInvalidRequest);
+    assert_eq!(c[0].term, Some(t.error));
+}
