@@ -43,13 +43,15 @@ impl Pair {
 }
 
 /// TCP tunables for the in-memory link: a 200 µs RTO floor (the wire's RTT is a few
-/// microseconds), 1 ms initial RTO, 4 MiB windows.
+/// microseconds), 10 ms initial RTO with 10 SYN retries (so a lost ARP request, retried
+/// after 100 ms, does not exhaust them), 4 MiB windows.
 pub fn tcp_config(mtu: usize) -> tcp::Config {
     tcp::Config {
         mtu,
         recv_buffer: 4 << 20,
         send_buffer: 4 << 20,
-        rto_initial: smoltcp::time::Duration::from_millis(1),
+        rto_initial: smoltcp::time::Duration::from_millis(10),
+        syn_retries: 10,
         rto_min: smoltcp::time::Duration::from_micros(200),
         delayed_ack: smoltcp::time::Duration::from_micros(50),
         ..tcp::Config::default()

@@ -79,9 +79,11 @@ fn run(name: &str, wire: WireConfig, markers: bool) -> Outcome {
     // before B's accept completes (client-server model).
     let a = Side::new(&env.pair.a);
     let b = Side::new(&env.pair.b);
-    let ring = b
-        .pd
-        .reg_mr(SLOT * SLOTS, Access::LOCAL_WRITE | Access::REMOTE_WRITE | Access::REMOTE_READ)
+    let ring =
+        b.pd.reg_mr(
+            SLOT * SLOTS,
+            Access::LOCAL_WRITE | Access::REMOTE_WRITE | Access::REMOTE_READ,
+        )
         .unwrap();
     let notes = b.pd.reg_mr(16 * SLOTS, Access::LOCAL_WRITE).unwrap();
     let credit_src = b.pd.reg_mr(8, Access::LOCAL_WRITE).unwrap();
@@ -90,21 +92,23 @@ fn run(name: &str, wire: WireConfig, markers: bool) -> Outcome {
     let credits_in = a.pd.reg_mr(8 * SLOTS, Access::LOCAL_WRITE).unwrap();
     let sink = a.pd.reg_mr(SLOT, Access::LOCAL_WRITE).unwrap();
     for s in 0..SLOTS as u64 {
-        b.qp
-            .post_recv(RecvWr {
-                wr_id: s,
-                local: notes.sge(s * 16, 16),
-            })
-            .unwrap();
-        a.qp
-            .post_recv(RecvWr {
-                wr_id: 1 << 40 | s,
-                local: credits_in.sge(s * 8, 8),
-            })
-            .unwrap();
+        b.qp.post_recv(RecvWr {
+            wr_id: s,
+            local: notes.sge(s * 16, 16),
+        })
+        .unwrap();
+        a.qp.post_recv(RecvWr {
+            wr_id: 1 << 40 | s,
+            local: credits_in.sge(s * 8, 8),
+        })
+        .unwrap();
     }
     let listener = env.pair.b.listen(4791, resp).unwrap();
-    let pa = env.pair.a.connect(&a.qp, std::net::SocketAddrV4::new(control::embedded::ADDR_B, 4791), init);
+    let pa = env.pair.a.connect(
+        &a.qp,
+        std::net::SocketAddrV4::new(control::embedded::ADDR_B, 4791),
+        init,
+    );
     let req = env.until("request", |_| listener.try_next());
     let pb = listener.accept(&req, &b.qp, AcceptParams::default());
     env.wait("A established", &pa).unwrap();
@@ -117,42 +121,50 @@ fn run(name: &str, wire: WireConfig, markers: bool) -> Outcome {
     let mut a_send_done = vec![0u8; messages as usize]; // per message: writes+sends completed
     let mut reads_done = 0u64;
     let mut reads_posted = 0u64;
+    let mut read_pending = [false; SLOTS];
     let mut b_established = false;
     let mut stage = vec![0u8; SLOT];
     let mut got = vec![0u8; SLOT];
     let mut done = Vec::new();
     let deadline = Instant::now() + std::time::Duration::from_secs(600);
-    while expect_seq < messages || reads_done < reads_posted || a_send_done.iter().any(|&d| d != 2) {
+    while expect_seq < messages
+        || reads_done < reads_posted
+        || credits < SLOTS as u64
+        || a_send_done.iter().any(|&d| d != 2)
+    {
         assert!(Instant::now() < deadline, "{name}: no end in sight");
         // A: send while credits last.
         while credits > 0 && next_seq < messages {
             let seq = next_seq;
             let slot = (seq % SLOTS as u64) as usize;
+            if read_pending[slot] {
+                // RDMA gives no order between a Read Response and a later Write to the
+                // same place: wait for the read-back before reusing the slot.
+                break;
+            }
             fill(&mut stage, seq);
             src.write(slot * SLOT, &stage).unwrap();
             let mut note = [0u8; 16];
             note[..8].copy_from_slice(&seq.to_le_bytes());
             note[8..].copy_from_slice(&(slot as u64).to_le_bytes());
             note_src.write(slot * 16, &note).unwrap();
-            a.qp
-                .post_send(SendWr {
-                    wr_id: seq << 2,
-                    op: SendOp::Write {
-                        remote_stag: ring.key(),
-                        remote_to: ring.base_to() + (slot * SLOT) as u64,
-                    },
-                    local: src.sge((slot * SLOT) as u64, SLOT as u32),
-                    signaled: true,
-                })
-                .unwrap();
-            a.qp
-                .post_send(SendWr {
-                    wr_id: seq << 2 | 1,
-                    op: SendOp::Send,
-                    local: note_src.sge((slot * 16) as u64, 16),
-                    signaled: true,
-                })
-                .unwrap();
+            a.qp.post_send(SendWr {
+                wr_id: seq << 2,
+                op: SendOp::Write {
+                    remote_stag: ring.key(),
+                    remote_to: ring.base_to() + (slot * SLOT) as u64,
+                },
+                local: src.sge((slot * SLOT) as u64, SLOT as u32),
+                signaled: true,
+            })
+            .unwrap();
+            a.qp.post_send(SendWr {
+                wr_id: seq << 2 | 1,
+                op: SendOp::Send,
+                local: note_src.sge((slot * 16) as u64, 16),
+                signaled: true,
+            })
+            .unwrap();
             credits -= 1;
             next_seq += 1;
         }
@@ -171,22 +183,18 @@ fn run(name: &str, wire: WireConfig, markers: bool) -> Outcome {
             match c.opcode {
                 WcOpcode::Recv => {
                     credits += 1;
-                    a.qp
-                        .post_recv(RecvWr {
-                            wr_id: c.wr_id,
-                            local: credits_in.sge((c.wr_id & 0xff) * 8, 8),
-                        })
-                        .unwrap();
+                    a.qp.post_recv(RecvWr {
+                        wr_id: c.wr_id,
+                        local: credits_in.sge((c.wr_id & 0xff) * 8, 8),
+                    })
+                    .unwrap();
                 }
                 WcOpcode::Read => {
                     let seq = c.wr_id >> 2;
                     sink.read(0, &mut got).unwrap();
-                    // The slot may have been overwritten by a later message by now only
-                    // if B returned its credit, which it does after checking; A reads
-                    // before reusing the slot (the read is posted before the next write
-                    // to that slot, and RDMA keeps that order).
                     assert_eq!(check(&got, seq), 0, "{name}: read-back of message {seq}");
                     reads_done += 1;
+                    read_pending[(seq % SLOTS as u64) as usize] = false;
                 }
                 _ => {
                     let seq = (c.wr_id >> 2) as usize;
@@ -207,47 +215,56 @@ fn run(name: &str, wire: WireConfig, markers: bool) -> Outcome {
             notes.read((c.wr_id * 16) as usize, &mut note).unwrap();
             let seq = u64::from_le_bytes(note[..8].try_into().unwrap());
             let slot = u64::from_le_bytes(note[8..].try_into().unwrap()) as usize;
-            assert_eq!(seq, expect_seq, "{name}: messages lost, duplicated or reordered");
+            assert_eq!(
+                seq, expect_seq,
+                "{name}: messages lost, duplicated or reordered"
+            );
             ring.read(slot * SLOT, &mut got).unwrap();
             assert_eq!(check(&got, seq), 0, "{name}: octets of message {seq}");
             expect_seq += 1;
-            b.qp
-                .post_recv(RecvWr {
-                    wr_id: c.wr_id,
-                    local: notes.sge(c.wr_id * 16, 16),
-                })
-                .unwrap();
+            b.qp.post_recv(RecvWr {
+                wr_id: c.wr_id,
+                local: notes.sge(c.wr_id * 16, 16),
+            })
+            .unwrap();
             // Every 16th message A reads back (before the credit lets it reuse the slot).
             if seq % 16 == 0 {
                 reads_posted += 1;
-                a.qp
-                    .post_send(SendWr {
-                        wr_id: seq << 2 | 2,
-                        op: SendOp::Read {
-                            remote_stag: ring.key(),
-                            remote_to: ring.base_to() + (slot * SLOT) as u64,
-                        },
-                        local: sink.sge(0, SLOT as u32),
-                        signaled: true,
-                    })
-                    .unwrap();
-            }
-            b.qp
-                .post_send(SendWr {
-                    wr_id: seq,
-                    op: SendOp::Send,
-                    local: credit_src.sge(0, 8),
-                    signaled: false,
+                read_pending[slot] = true;
+                a.qp.post_send(SendWr {
+                    wr_id: seq << 2 | 2,
+                    op: SendOp::Read {
+                        remote_stag: ring.key(),
+                        remote_to: ring.base_to() + (slot * SLOT) as u64,
+                    },
+                    local: sink.sge(0, SLOT as u32),
+                    signaled: true,
                 })
                 .unwrap();
+            }
+            b.qp.post_send(SendWr {
+                wr_id: seq,
+                op: SendOp::Send,
+                local: credit_src.sge(0, 8),
+                signaled: false,
+            })
+            .unwrap();
         }
     }
     assert!(b_established, "{name}: B's accept never completed");
     // Nothing more may come.
     env.quiet(std::time::Duration::from_millis(20), &a.cq);
     env.quiet(std::time::Duration::from_millis(1), &b.cq);
-    assert_eq!(a.qp.state(), dataplane::rings::QpRingState::Rts, "{name}: A alive");
-    assert_eq!(b.qp.state(), dataplane::rings::QpRingState::Rts, "{name}: B alive");
+    assert_eq!(
+        a.qp.state(),
+        dataplane::rings::QpRingState::Rts,
+        "{name}: A alive"
+    );
+    assert_eq!(
+        b.qp.state(),
+        dataplane::rings::QpRingState::Rts,
+        "{name}: B alive"
+    );
     let al = env.pair.core_a.alignment();
     let out = Outcome {
         messages,
