@@ -335,6 +335,13 @@ struct End {
     cq: Cq,
     qp: QueuePair,
     done: Vec<Completion>,
+    /// Regions that receives may still point at: they live as long as the endpoint.
+    keep: Vec<Mr>,
+    /// Send credits (client of send-bw): receives the server has posted for us. Carried
+    /// across message sizes with the grants in flight.
+    credits: i64,
+    /// Receives reposted and not yet granted (server of send-bw).
+    ungranted: u64,
 }
 
 impl End {
@@ -343,7 +350,7 @@ impl End {
         let cq = dev.create_cq(depth * 4 + 64);
         let mut init = QpInit::new(&cq, &cq);
         init.max_send_wr = depth + 16;
-        init.max_recv_wr = depth + 16;
+        init.max_recv_wr = depth + 80;
         let qp = pd.create_qp(&init);
         End {
             core,
@@ -351,6 +358,9 @@ impl End {
             cq,
             qp,
             done: Vec::with_capacity(256),
+            keep: Vec::new(),
+            credits: 0,
+            ungranted: 0,
         }
     }
 
@@ -490,12 +500,23 @@ pub fn run_embedded(o: &BenchOptions) -> Result<BenchOutcome, BenchError> {
         })
         .map_err(|e| BenchError::Thread(e.to_string()))?;
     let mut client_end = End::new(&a, core_a, depth);
-    let client_result =
-        client_main(&mut client_end, &a, o, server_addr, rrx, ctx).map(|x| (x, client_end.core));
+    let client_result = client_main(&mut client_end, &a, o, server_addr, rrx, ctx);
+    // The client's last messages may still sit in its TCP send queue: keep its core
+    // running until the server is done.
+    while !server.is_finished() {
+        client_end.core.poll();
+    }
     let server_result = server
         .join()
         .map_err(|_| BenchError::Thread("server thread panicked".into()))?;
-    let ((samples, histogram), core_a) = client_result?;
+    let core_a = client_end.core;
+    let (samples, histogram) = match (client_result, &server_result) {
+        (Ok(c), _) => c,
+        (Err(e), Err(s)) => {
+            return Err(BenchError::Thread(format!("client: {e}; server: {s}")));
+        }
+        (Err(e), Ok(_)) => return Err(e),
+    };
     let (verify_errors, verified_octets, core_b) = server_result?;
     let params = ReportParams {
         size: o.sizes[0] as u64,
@@ -592,16 +613,45 @@ fn server_main(
             return Err(BenchError::Stalled("waiting for the client"));
         }
     };
-    end.post_recv(RecvWr {
-        wr_id: WR_DONE | 2,
-        local: ctl.sge(0, 64),
-    })?;
+    let max = o.sizes.iter().copied().max().unwrap_or(1).max(1);
+    let data = end
+        .pd
+        .reg_mr(
+            buffer_len(o, max).max(if o.verify { max * o.tx_depth } else { max }),
+            Access::LOCAL_WRITE | Access::REMOTE_WRITE | Access::REMOTE_READ,
+        )
+        .map_err(|e| BenchError::Thread(e.to_string()))?;
+    let src = end
+        .pd
+        .reg_mr(max, Access::LOCAL_WRITE)
+        .map_err(|e| BenchError::Thread(e.to_string()))?;
+    let bufs = ServerBuffers {
+        data,
+        ctl,
+        src,
+        slot: max,
+    };
+    match o.test {
+        Test::SendBw | Test::SendLat => {
+            for s in 0..o.tx_depth {
+                end.post_recv(RecvWr {
+                    wr_id: s as u64,
+                    local: ctl_slot(&bufs.data, max, s, o.tx_depth),
+                })?;
+            }
+        }
+        _ => end.post_recv(RecvWr {
+            wr_id: WR_DONE | 2,
+            local: bufs.ctl.sge(0, 64),
+        })?,
+    }
     let p = listener.accept(&req, &end.qp, AcceptParams::default());
     let info = end.wait(&p, "accepting")?;
     let mut errors = 0;
     let mut verified = 0;
+    let mut first_pending = !info.established.peer_to_peer;
     for &size in &o.sizes {
-        let (e, v) = serve_size(end, o, size, &tell, &client, !info.established.peer_to_peer)?;
+        let (e, v) = serve_size(end, o, size, &tell, &client, &bufs, &mut first_pending)?;
         errors += e;
         verified += v;
     }
@@ -621,36 +671,16 @@ fn serve_size(
     size: usize,
     tell: &mpsc::Sender<Remote>,
     client: &mpsc::Receiver<Remote>,
-    first_pending: bool,
+    bufs: &ServerBuffers,
+    first_pending: &mut bool,
 ) -> Result<(u64, u64), BenchError> {
-    let mut first_pending = first_pending;
-    let access = Access::LOCAL_WRITE | Access::REMOTE_WRITE | Access::REMOTE_READ;
-    let buf = end
-        .pd
-        .reg_mr(buffer_len(o, size), access)
-        .map_err(|e| BenchError::Thread(e.to_string()))?;
+    let (buf, ctl) = (&bufs.data, &bufs.ctl);
     if o.test == Test::ReadBw || o.test == Test::ReadLat {
         let mut v = vec![0; size];
         fill_pattern(&mut v, 7);
         let _ = buf.write(0, &v);
     }
-    let ctl = end
-        .pd
-        .reg_mr(64, Access::LOCAL_WRITE)
-        .map_err(|e| BenchError::Thread(e.to_string()))?;
     let (mut errors, mut verified) = (0, 0);
-    match o.test {
-        Test::SendBw | Test::SendLat => {
-            let slots = o.tx_depth;
-            for s in 0..slots {
-                end.post_recv(RecvWr {
-                    wr_id: s as u64,
-                    local: ctl_slot(&buf, size, s, slots),
-                })?;
-            }
-        }
-        _ => {}
-    }
     let _ = tell.send(Remote {
         stag: buf.key(),
         to: buf.base_to(),
@@ -658,13 +688,9 @@ fn serve_size(
     let mut received: u64 = 0;
     let mut last_activity = Instant::now();
     let mut scratch = vec![0u8; size];
-    // Reposted receives not yet announced to the client.
-    let mut ungranted: u64 = 0;
+    let mut ungranted = end.ungranted;
     let mut write_lat_expect: u8 = 1;
-    let src = end
-        .pd
-        .reg_mr(size.max(1), Access::LOCAL_WRITE)
-        .map_err(|e| BenchError::Thread(e.to_string()))?;
+    let src = &bufs.src;
     let client_buf = if o.test == Test::WriteLat {
         let until = Instant::now() + STALL;
         loop {
@@ -690,23 +716,29 @@ fn serve_size(
             if c.opcode != WcOpcode::Recv {
                 continue;
             }
-            if c.wr_id == WR_DONE | 2 {
-                if first_pending && c.byte_len == 0 {
-                    first_pending = false;
-                    end.post_recv(RecvWr {
-                        wr_id: WR_DONE | 2,
-                        local: ctl.sge(0, 64),
-                    })?;
-                    continue;
+            if c.byte_len == 0 {
+                // Zero-length Sends are control: the client-server model's first message,
+                // then the end of this size. Repost the receive for what comes next.
+                end.post_recv(RecvWr {
+                    wr_id: c.wr_id,
+                    local: if c.wr_id == WR_DONE | 2 {
+                        ctl.sge(0, 64)
+                    } else {
+                        ctl_slot(buf, bufs.slot, c.wr_id as usize, o.tx_depth)
+                    },
+                })?;
+                if *first_pending {
+                    *first_pending = false;
+                } else {
+                    finished = true;
                 }
-                finished = true;
                 continue;
             }
             // A data Send (send-bw / send-lat).
             let s = c.wr_id as usize;
             received += 1;
             if o.verify {
-                let sge = ctl_slot(&buf, size, s, o.tx_depth);
+                let sge = ctl_slot(buf, bufs.slot, s, o.tx_depth);
                 let off = (sge.to - buf.base_to()) as usize;
                 let _ = buf.read(off, &mut scratch);
                 let seq = u64::from_le_bytes(first8(&scratch));
@@ -720,7 +752,7 @@ fn serve_size(
             }
             end.post_recv(RecvWr {
                 wr_id: c.wr_id,
-                local: ctl_slot(&buf, size, s, o.tx_depth),
+                local: ctl_slot(buf, bufs.slot, s, o.tx_depth),
             })?;
             if o.test == Test::SendLat {
                 end.post_send(SendWr {
@@ -783,12 +815,8 @@ fn serve_size(
             verified += size as u64;
         }
     }
-    // Ready for the next size: the done marker receive again.
-    end.post_recv(RecvWr {
-        wr_id: WR_DONE | 2,
-        local: ctl.sge(0, 64),
-    })?;
     let _ = received;
+    end.ungranted = ungranted;
     Ok((errors, verified))
 }
 
@@ -799,6 +827,17 @@ fn received_writes(o: &BenchOptions) -> u64 {
         Length::Iterations(n) => n,
         Length::Duration(_) => 0,
     }
+}
+
+/// The server's registered memory, kept for the whole run (receives stay posted across
+/// message sizes).
+struct ServerBuffers {
+    data: Mr,
+    ctl: Mr,
+    /// Source of the server's own Sends and Writes.
+    src: Mr,
+    /// Slot size: the largest message.
+    slot: usize,
 }
 
 fn first8(b: &[u8]) -> [u8; 8] {
@@ -842,12 +881,13 @@ fn client_main(
         .pd
         .reg_mr(64 * 64, Access::LOCAL_WRITE)
         .map_err(|e| BenchError::Thread(e.to_string()))?;
-    for i in 0..64u64 {
+    for i in 0..if o.test == Test::SendBw { 64u64 } else { 0 } {
         end.post_recv(RecvWr {
             wr_id: WR_CREDIT | i,
             local: ctl.sge(i * 64, 64),
         })?;
     }
+    end.credits = o.tx_depth as i64;
     let _info = connect_client(end, dev, o, server)?;
     let mut samples = Vec::new();
     let mut hist = None;
@@ -879,11 +919,17 @@ fn client_main(
         end.post_send(SendWr {
             wr_id: WR_DONE,
             op: SendOp::Send,
-            local: ctl.sge(0, 8),
+            local: control::verbs::Sge {
+                stag: 0,
+                to: 0,
+                len: 0,
+            },
             signaled: true,
         })?;
         wait_one(end, |c| c.wr_id == WR_DONE, "finishing")?;
     }
+    // Credit receives stay posted: their region must outlive the connection.
+    end.keep.push(ctl);
     Ok((samples, hist))
 }
 
@@ -950,7 +996,7 @@ fn bw_client(
             && credits > 0
         {
             let i = posted;
-            let slot = if o.verify {
+            let slot = if o.verify && o.test != Test::ReadBw {
                 (i % slots as u64) as usize
             } else {
                 0
@@ -1140,7 +1186,8 @@ fn lat_client(
         } else {
             rtt / 2
         });
-        if o.test == Test::SendLat {
+        let more = i + 1 < iters && deadline.is_none_or(|d| Instant::now() < d);
+        if o.test == Test::SendLat && more {
             end.post_recv(RecvWr {
                 wr_id: i + 1,
                 local: dst.sge(0, size as u32),
@@ -1148,6 +1195,9 @@ fn lat_client(
         }
         counter = next_counter(counter);
         i += 1;
+        if !more {
+            break;
+        }
         if let Some(p) = progress.as_mut() {
             match o.length {
                 Length::Iterations(_) => p.update(i),

@@ -44,7 +44,6 @@ struct DeviceInner {
     cm: Mutex<CmHandle>,
     requests: channel::Sender<CmRequest>,
     next_pd: AtomicU32,
-    next_qpn: AtomicU32,
 }
 
 /// An iWARP device: one core (its port and TCP/MPA/DDP/RDMAP engines) and its control
@@ -76,7 +75,6 @@ pub fn open(cfg: CoreConfig, port: Box<dyn Port>) -> (Device, Core) {
             cm: Mutex::new(handle),
             requests,
             next_pd: AtomicU32::new(1),
-            next_qpn: AtomicU32::new(1),
         }),
     };
     (dev, core)
@@ -404,7 +402,9 @@ impl Pd {
 
     /// Creates a QP.
     pub fn create_qp(&self, init: &QpInit) -> QueuePair {
-        let qpn = self.dev.inner.next_qpn.fetch_add(1, Ordering::Relaxed);
+        // QP numbers are unique in the process, so two devices' QPs are told apart.
+        static NEXT_QPN: AtomicU32 = AtomicU32::new(1);
+        let qpn = NEXT_QPN.fetch_add(1, Ordering::Relaxed);
         QueuePair {
             rings: Arc::new(QpRings::new(
                 qpn,

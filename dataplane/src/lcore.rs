@@ -609,6 +609,16 @@ impl Core {
             if f.qp.state() != QpState::Rts && !f.error_reported {
                 f.error_reported = true;
                 f.rings.set_state(QpRingState::Error);
+                if std::env::var_os("IWARP_DEBUG").is_some() {
+                    eprintln!(
+                        "qp {} (passive {}) error: sent {:?} received {:?} stats {:?}",
+                        f.rings.qpn,
+                        c.passive,
+                        f.qp.terminate_sent(),
+                        f.qp.terminate_received(),
+                        f.qp.stats()
+                    );
+                }
                 out.push(CoreEvent::QpError {
                     conn: c.id,
                     term_sent: f.qp.terminate_sent().copied(),
