@@ -213,6 +213,25 @@ impl DpdkPort {
             ));
         }
 
+        // ethdev's own rule (eth_dev_validate_mtu), checked here for a clearer message.
+        let max_rx = info.max_rx_pktlen as usize;
+        let overhead = if info.max_mtu != u16::MAX && max_rx > max_mtu {
+            max_rx - max_mtu
+        } else {
+            18 // Ethernet header and FCS
+        };
+        if cfg.mtu + overhead > max_rx {
+            return Err(DpdkError::invalid(
+                "DpdkPort::open",
+                dev,
+                format!(
+                    "MTU {} needs {}-octet frames; the device ({driver}) takes at most {max_rx}",
+                    cfg.mtu,
+                    cfg.mtu + overhead
+                ),
+            ));
+        }
+
         // 1 rx + 1 tx queue, no offloads, the MTU.
         let mut conf = dpdk_sys::rte_eth_conf::default();
         conf.rxmode.mtu = cfg.mtu as u32;
