@@ -59,7 +59,9 @@
 //!
 //! [`Port::stats`](dataplane::port::Port::stats) counts frames and octets handed to and
 //! taken from the core by the port itself; its `rx_dropped` adds the device's `imissed`,
-//! `ierrors` and `rx_nombuf` to the port's own drops, and `tx_dropped` adds `oerrors`.
+//! `ierrors` and `rx_nombuf` to the port's own drops, and `tx_dropped` adds `oerrors`
+//! (each call queries the device with `rte_eth_stats_get`: read it for reports, not per
+//! burst).
 //! [`DpdkPort::device_stats`] gives the raw device counters.
 //!
 //! # EAL
@@ -72,8 +74,11 @@
 //!
 //! `tests/veth.rs` (root only; skipped otherwise) runs two ports of the `net_af_packet`
 //! PMD (Debian DPDK 22.11) on the two ends of a veth pair inside a private network
-//! namespace, at MTU 1500 and MTU 9000, checking every octet and the counters. Other
-//! PMDs (`net_tap`, `net_memif`, PCI NICs) go through the same generic ethdev calls but
+//! namespace, checking every octet and the counters. DPDK 22.11's `net_af_packet`
+//! reports a 1518-octet maximum frame, so ethdev refuses MTUs above 1500 on it: the
+//! MTU 9000 run checks that [`DpdkPort::open`] says so clearly (and that the device
+//! still opens at 1500 afterwards). The multi-segment receive path is not exercised
+//! (af_packet never chains). Other PMDs (`net_tap`, `net_memif`, PCI NICs) go through the same generic ethdev calls but
 //! have not been run here.
 
 mod config;
