@@ -61,8 +61,7 @@
 //! taken from the core by the port itself; its `rx_dropped` adds the device's `imissed`,
 //! `ierrors` and `rx_nombuf` to the port's own drops, and `tx_dropped` adds `oerrors`
 //! (each call queries the device with `rte_eth_stats_get`: read it for reports, not per
-//! burst).
-//! [`DpdkPort::device_stats`] gives the raw device counters.
+//! burst). [`DpdkPort::device_stats`] gives the raw device counters.
 //!
 //! # EAL
 //!
@@ -78,8 +77,8 @@
 //! reports a 1518-octet maximum frame, so ethdev refuses MTUs above 1500 on it: the
 //! MTU 9000 run checks that [`DpdkPort::open`] says so clearly (and that the device
 //! still opens at 1500 afterwards). The multi-segment receive path is not exercised
-//! (af_packet never chains). Other PMDs (`net_tap`, `net_memif`, PCI NICs) go through the same generic ethdev calls but
-//! have not been run here.
+//! (af_packet never chains). Other PMDs (`net_tap`, `net_memif`, PCI NICs) go through
+//! the same generic ethdev calls but have not been run here.
 
 mod config;
 mod eal;
