@@ -1,0 +1,143 @@
+//! [`PortConfig`]: what [`DpdkPort::open`](crate::DpdkPort::open) needs to know.
+
+use crate::error::DpdkError;
+
+/// Default [`PortConfig::mtu`].
+pub const DEFAULT_MTU: usize = 1500;
+/// Default [`PortConfig::rx_ring`] and [`PortConfig::tx_ring`].
+pub const DEFAULT_RING: u16 = 1024;
+/// Smallest MTU accepted (the IPv4 minimum, RFC 791).
+pub const MIN_MTU: usize = 68;
+/// Largest MTU accepted (the usual largest jumbo MTU of NICs).
+pub const MAX_MTU: usize = 9216;
+/// Frames taken per `rte_eth_rx_burst` call.
+pub const RX_BURST: usize = 32;
+/// Most frames [`Port::tx`](dataplane::port::Port::tx) queues before a flush (fewer when
+/// the transmit ring is smaller).
+pub const TX_PENDING: usize = 256;
+/// Largest per-lcore mempool cache used.
+pub(crate) const MEMPOOL_CACHE: u32 = 256;
+
+/// How to open one DPDK Ethernet device (one rx and one tx queue).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PortConfig {
+    /// DPDK device name, looked up with `rte_eth_dev_get_port_by_name`: a virtual
+    /// device from the EAL `--vdev` arguments (`"net_af_packet0"`, `"net_tap0"`) or a PCI
+    /// address (`"0000:01:00.0"`) allowed with `-a`.
+    pub device: String,
+    /// IP MTU (Ethernet payload octets), [`MIN_MTU`]..=[`MAX_MTU`]; frames are at most
+    /// `mtu + 14` octets.
+    pub mtu: usize,
+    /// Receive descriptors (DPDK may round to the device's limits).
+    pub rx_ring: u16,
+    /// Transmit descriptors (DPDK may round to the device's limits).
+    pub tx_ring: u16,
+    /// mbufs in the port's mempool; at least [`PortConfig::min_mempool_size`].
+    pub mempool_size: u32,
+    /// MAC override: programmed as the device's address, or, when the device cannot
+    /// change it, used as the port's address with promiscuous mode on. Must be unicast
+    /// and not all zeros.
+    pub mac: Option<[u8; 6]>,
+}
+
+impl PortConfig {
+    /// A configuration for `device` with the defaults: MTU 1500, 1024-descriptor rings,
+    /// [`PortConfig::default_mempool_size`], the device's own MAC.
+    pub fn new(device: impl Into<String>) -> Self {
+        PortConfig {
+            device: device.into(),
+            mtu: DEFAULT_MTU,
+            rx_ring: DEFAULT_RING,
+            tx_ring: DEFAULT_RING,
+            mempool_size: Self::default_mempool_size(DEFAULT_RING, DEFAULT_RING),
+            mac: None,
+        }
+    }
+
+    /// The configuration of a deployment-file port whose DPDK device is `device` (see
+    /// [`appconfig::device_names`], or use [`PortConfig::from_ports`]): its MTU, ring
+    /// sizes and MAC, and [`PortConfig::default_mempool_size`]. Only one rx and one tx
+    /// queue are used whatever `rx_queues`/`tx_queues` say.
+    pub fn from_appconfig(port: &appconfig::Port, device: impl Into<String>) -> Self {
+        PortConfig {
+            device: device.into(),
+            mtu: usize::from(port.mtu),
+            rx_ring: port.rx_ring,
+            tx_ring: port.tx_ring,
+            mempool_size: Self::default_mempool_size(port.rx_ring, port.tx_ring),
+            mac: port.mac.map(|m| m.0),
+        }
+    }
+
+    /// [`PortConfig::from_appconfig`] for every port of a deployment, with the device
+    /// names EAL gives them (`appconfig::device_names`); `None` for `mem` ports, which
+    /// have no DPDK device.
+    pub fn from_ports(ports: &[appconfig::Port]) -> Vec<Option<PortConfig>> {
+        ports
+            .iter()
+            .zip(appconfig::device_names(ports))
+            .map(|(p, name)| name.map(|n| Self::from_appconfig(p, n)))
+            .collect()
+    }
+
+    /// The smallest mempool that keeps both rings and the pending transmit frames
+    /// supplied: `rx_ring + tx_ring + TX_PENDING + RX_BURST`.
+    pub fn min_mempool_size(rx_ring: u16, tx_ring: u16) -> u32 {
+        u32::from(rx_ring) + u32::from(tx_ring) + (TX_PENDING + RX_BURST) as u32
+    }
+
+    /// The default mempool size: [`PortConfig::min_mempool_size`] plus room for two
+    /// mempool caches, rounded up to `2^k - 1` (the best size for DPDK's ring-backed
+    /// pools), at least 2047.
+    pub fn default_mempool_size(rx_ring: u16, tx_ring: u16) -> u32 {
+        let want = Self::min_mempool_size(rx_ring, tx_ring) + 2 * MEMPOOL_CACHE;
+        (want + 1).next_power_of_two().max(2048) - 1
+    }
+
+    /// Largest frame (Ethernet header included, FCS excluded): `mtu + 14`.
+    pub fn max_frame(&self) -> usize {
+        self.mtu + dataplane::port::mem::ETHERNET_HEADER_LEN
+    }
+
+    /// Checks every field (see their docs).
+    pub fn validate(&self) -> Result<(), DpdkError> {
+        let bad = |m: String| Err(DpdkError::invalid("PortConfig::validate", &self.device, m));
+        if self.device.is_empty() || self.device.contains('\0') {
+            return bad("device name is empty or contains a NUL byte".into());
+        }
+        if !(MIN_MTU..=MAX_MTU).contains(&self.mtu) {
+            return bad(format!("MTU {} is not in {MIN_MTU}..={MAX_MTU}", self.mtu));
+        }
+        if self.rx_ring == 0 || self.tx_ring == 0 {
+            return bad(format!(
+                "ring sizes must be at least 1 (rx {}, tx {})",
+                self.rx_ring, self.tx_ring
+            ));
+        }
+        let min = Self::min_mempool_size(self.rx_ring, self.tx_ring);
+        if self.mempool_size < min {
+            return bad(format!(
+                "mempool of {} mbufs is smaller than {min} (rx ring + tx ring + {} pending + {RX_BURST} burst)",
+                self.mempool_size, TX_PENDING
+            ));
+        }
+        if let Some(mac) = self.mac {
+            if mac[0] & 1 == 1 || mac == [0; 6] {
+                return bad(format!(
+                    "MAC {} is not a unicast address",
+                    crate::port::format_mac(mac)
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    /// The mbuf data room: headroom plus room for a whole frame with FCS and one VLAN
+    /// tag in one segment, at least DPDK's default (2048 octets after the headroom).
+    pub(crate) fn data_room(&self) -> usize {
+        let frame = self.max_frame() + 4 + 4;
+        let room = frame.max(dpdk_sys::RTE_MBUF_DEFAULT_DATAROOM as usize);
+        // Whole cache lines.
+        dpdk_sys::RTE_PKTMBUF_HEADROOM as usize + room.div_ceil(64) * 64
+    }
+}

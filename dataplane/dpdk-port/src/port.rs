@@ -1,0 +1,601 @@
+//! [`DpdkPort`]: queue 0 of a DPDK Ethernet device as a [`Port`].
+
+use std::ffi::{CStr, CString};
+use std::fmt;
+use std::ptr;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::{Arc, Mutex};
+
+use dataplane::port::{Port, PortStats};
+use dpdk_sys::{rte_mbuf, rte_mempool};
+use smoltcp::wire::EthernetAddress;
+
+use crate::config::{PortConfig, MEMPOOL_CACHE, RX_BURST, TX_PENDING};
+use crate::eal::{Eal, EalInner};
+use crate::error::{check, DpdkError, EBUSY, ENODEV};
+
+/// How many times [`Port::flush`] calls `rte_eth_tx_burst` in a row without progress
+/// before dropping what is left.
+pub const FLUSH_RETRIES: u32 = 4;
+
+/// `ENOTSUP` on Linux.
+const ENOTSUP: i32 = 95;
+
+/// Ports opened by this process (a device is opened at most once).
+static OPEN_PORTS: Mutex<Vec<u16>> = Mutex::new(Vec::new());
+/// Distinguishes mempool names.
+static POOL_SEQ: AtomicU32 = AtomicU32::new(0);
+
+pub(crate) fn format_mac(m: [u8; 6]) -> String {
+    format!(
+        "{:02x}:{:02x}:{:02x}:{:02x}:{:02x}:{:02x}",
+        m[0], m[1], m[2], m[3], m[4], m[5]
+    )
+}
+
+/// Raw counters of the device (`rte_eth_stats_get`, all queues).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct DeviceStats {
+    /// Frames received.
+    pub ipackets: u64,
+    /// Frames transmitted.
+    pub opackets: u64,
+    /// Octets received.
+    pub ibytes: u64,
+    /// Octets transmitted.
+    pub obytes: u64,
+    /// Frames dropped by the device because the receive ring was full.
+    pub imissed: u64,
+    /// Erroneous received frames.
+    pub ierrors: u64,
+    /// Failed transmissions.
+    pub oerrors: u64,
+    /// Receive mbuf allocation failures.
+    pub rx_nombuf: u64,
+}
+
+/// Queue 0 (receive and transmit) of one DPDK Ethernet device, with its own mempool.
+///
+/// See the [crate docs](crate) for how mbufs are handled. Not `Sync`: one thread at a
+/// time uses the queues (DPDK's rule for a queue); it may move between threads.
+pub struct DpdkPort {
+    /// Keeps EAL alive until the port is gone.
+    _eal: Arc<EalInner>,
+    port_id: u16,
+    device: String,
+    driver: String,
+    pool: *mut rte_mempool,
+    mac: EthernetAddress,
+    mtu: usize,
+    max_frame: usize,
+    promiscuous: bool,
+    tx_offload_capa: u64,
+    /// Frames queued by `tx`, sent by `flush`; never above `pending_cap`.
+    pending: Vec<*mut rte_mbuf>,
+    pending_cap: usize,
+    rx: [*mut rte_mbuf; RX_BURST],
+    /// Where multi-segment frames are linearised.
+    scratch: Vec<u8>,
+    stats: PortStats,
+    rx_linearized: u64,
+}
+
+// SAFETY: the raw pointers are the port's own mempool and mbufs taken from it, owned by
+// this value alone (no other handle to the pending mbufs exists). DPDK allows a queue and
+// a mempool to be used from any thread, EAL lcore or not (mempool operations from a
+// non-lcore thread go to the multi-producer/consumer ring without a cache), as long as
+// one thread at a time uses a queue: `&mut self` on every queue operation and the type
+// not being `Sync` ensure that.
+unsafe impl Send for DpdkPort {}
+
+impl fmt::Debug for DpdkPort {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("DpdkPort")
+            .field("device", &self.device)
+            .field("port_id", &self.port_id)
+            .field("driver", &self.driver)
+            .field("mac", &self.mac)
+            .field("mtu", &self.mtu)
+            .field("promiscuous", &self.promiscuous)
+            .field("pending", &self.pending.len())
+            .field("stats", &self.stats)
+            .finish()
+    }
+}
+
+/// Releases the device claim (and, once armed, closes the device and frees the pool)
+/// when `open` fails half way.
+struct OpenGuard {
+    port_id: u16,
+    pool: *mut rte_mempool,
+    close: bool,
+    done: bool,
+}
+
+impl Drop for OpenGuard {
+    fn drop(&mut self) {
+        if self.done {
+            return;
+        }
+        // SAFETY: `open` failed: no DpdkPort owns the device or the pool. When the
+        // queues were set up with the pool (`close`), the device is stopped and closed
+        // first so that no queue refers to the pool any more; otherwise the pool was
+        // never handed to the device.
+        unsafe {
+            if self.close {
+                dpdk_sys::rte_eth_dev_stop(self.port_id);
+                dpdk_sys::rte_eth_dev_close(self.port_id);
+            }
+            if !self.pool.is_null() {
+                dpdk_sys::rte_mempool_free(self.pool);
+            }
+        }
+        release(self.port_id);
+    }
+}
+
+fn claim(port_id: u16, device: &str) -> Result<(), DpdkError> {
+    let mut open = OPEN_PORTS.lock().unwrap_or_else(|e| e.into_inner());
+    if open.contains(&port_id) {
+        return Err(DpdkError::new(
+            "DpdkPort::open",
+            device,
+            EBUSY,
+            "the device is already open in this process",
+        ));
+    }
+    open.push(port_id);
+    Ok(())
+}
+
+fn release(port_id: u16) {
+    let mut open = OPEN_PORTS.lock().unwrap_or_else(|e| e.into_inner());
+    open.retain(|&p| p != port_id);
+}
+
+impl DpdkPort {
+    /// Opens `cfg.device`: creates its mempool, configures one rx and one tx queue
+    /// without offloads, sets the MTU, programs the MAC override (or turns promiscuous
+    /// mode on when the device cannot change its address), starts the device and reads
+    /// its MAC.
+    ///
+    /// Errors: an invalid `cfg` ([`PortConfig::validate`]), no such device (`ENODEV`),
+    /// the device already open in this process (`EBUSY`), an MTU outside the device's
+    /// range, or any failing DPDK call. A device that fails after its queues were set up
+    /// is closed (it cannot be opened again in this process).
+    pub fn open(eal: &Eal, cfg: &PortConfig) -> Result<DpdkPort, DpdkError> {
+        cfg.validate()?;
+        let dev = cfg.device.as_str();
+        let cname = CString::new(dev)
+            .map_err(|_| DpdkError::invalid("DpdkPort::open", dev, "NUL in device name"))?;
+        let mut port_id = u16::MAX;
+        // SAFETY: EAL is initialised (`eal` exists); cname is NUL-terminated and port_id
+        // a live local.
+        let ret = unsafe { dpdk_sys::rte_eth_dev_get_port_by_name(cname.as_ptr(), &mut port_id) };
+        if ret < 0 {
+            return Err(DpdkError::new(
+                "rte_eth_dev_get_port_by_name",
+                dev,
+                ENODEV,
+                "no such DPDK device (is it in the EAL --vdev / -a arguments?)",
+            ));
+        }
+        claim(port_id, dev)?;
+        let mut guard = OpenGuard {
+            port_id,
+            pool: ptr::null_mut(),
+            close: false,
+            done: false,
+        };
+
+        let mut info = dpdk_sys::rte_eth_dev_info::default();
+        // SAFETY: valid port id; info is a live local the call fills in.
+        check("rte_eth_dev_info_get", dev, unsafe {
+            dpdk_sys::rte_eth_dev_info_get(port_id, &mut info)
+        })?;
+        let driver = if info.driver_name.is_null() {
+            String::new()
+        } else {
+            // SAFETY: driver_name is a NUL-terminated string owned by the driver.
+            unsafe { CStr::from_ptr(info.driver_name) }
+                .to_string_lossy()
+                .into_owned()
+        };
+        let (min_mtu, max_mtu) = (usize::from(info.min_mtu), usize::from(info.max_mtu));
+        if cfg.mtu < min_mtu || cfg.mtu > max_mtu {
+            return Err(DpdkError::invalid(
+                "DpdkPort::open",
+                dev,
+                format!(
+                    "MTU {} is outside the device's {min_mtu}..={max_mtu}",
+                    cfg.mtu
+                ),
+            ));
+        }
+
+        // ethdev's own rule (eth_dev_validate_mtu), checked here for a clearer message.
+        let max_rx = info.max_rx_pktlen as usize;
+        let overhead = if info.max_mtu != u16::MAX && max_rx > max_mtu {
+            max_rx - max_mtu
+        } else {
+            18 // Ethernet header and FCS
+        };
+        if cfg.mtu + overhead > max_rx {
+            return Err(DpdkError::invalid(
+                "DpdkPort::open",
+                dev,
+                format!(
+                    "MTU {} needs {}-octet frames; the device ({driver}) takes at most {max_rx}",
+                    cfg.mtu,
+                    cfg.mtu + overhead
+                ),
+            ));
+        }
+
+        // 1 rx + 1 tx queue, no offloads, the MTU.
+        let mut conf = dpdk_sys::rte_eth_conf::default();
+        conf.rxmode.mtu = cfg.mtu as u32;
+        // SAFETY: valid port id, stopped (it was never started, or stopped by the
+        // previous owner's close); conf is a live local.
+        check("rte_eth_dev_configure", dev, unsafe {
+            dpdk_sys::rte_eth_dev_configure(port_id, 1, 1, &conf)
+        })?;
+        // SAFETY: configured port.
+        let ret = unsafe { dpdk_sys::rte_eth_dev_set_mtu(port_id, cfg.mtu as u16) };
+        // ENOTSUP: the PMD applies rxmode.mtu itself at start.
+        if ret < 0 && ret != -ENOTSUP {
+            return Err(DpdkError::from_ret("rte_eth_dev_set_mtu", dev, ret));
+        }
+
+        // MAC override.
+        let mut promiscuous = false;
+        if let Some(mac) = cfg.mac {
+            let mut addr = dpdk_sys::rte_ether_addr { addr_bytes: mac };
+            // SAFETY: configured port; addr is a live local.
+            let ret = unsafe { dpdk_sys::rte_eth_dev_default_mac_addr_set(port_id, &mut addr) };
+            promiscuous = ret < 0;
+        }
+
+        // Mempool.
+        let pool_name = format!("dpp{port_id}_{}", POOL_SEQ.fetch_add(1, Ordering::Relaxed));
+        let cpool = CString::new(pool_name.as_str()).expect("no NUL in a formatted name");
+        let data_room = cfg
+            .data_room()
+            .max(dpdk_sys::RTE_PKTMBUF_HEADROOM as usize + info.min_rx_bufsize as usize);
+        let data_room = u16::try_from(data_room).map_err(|_| {
+            DpdkError::invalid(
+                "rte_pktmbuf_pool_create",
+                &pool_name,
+                "mbuf data room above 65535",
+            )
+        })?;
+        let cache = MEMPOOL_CACHE.min(cfg.mempool_size / 8);
+        // SAFETY: valid port id.
+        let socket = unsafe { dpdk_sys::rte_eth_dev_socket_id(port_id) };
+        let socket = if socket < 0 {
+            dpdk_sys::SOCKET_ID_ANY
+        } else {
+            socket
+        };
+        // SAFETY: EAL initialised; cpool is NUL-terminated; the sizes were checked.
+        let pool = unsafe {
+            dpdk_sys::rte_pktmbuf_pool_create(
+                cpool.as_ptr(),
+                cfg.mempool_size,
+                cache,
+                0,
+                data_room,
+                socket,
+            )
+        };
+        if pool.is_null() {
+            return Err(DpdkError::from_errno("rte_pktmbuf_pool_create", pool_name));
+        }
+        guard.pool = pool;
+
+        // Queues.
+        let (mut nb_rx, mut nb_tx) = (cfg.rx_ring, cfg.tx_ring);
+        // SAFETY: configured port; live locals.
+        check("rte_eth_dev_adjust_nb_rx_tx_desc", dev, unsafe {
+            dpdk_sys::rte_eth_dev_adjust_nb_rx_tx_desc(port_id, &mut nb_rx, &mut nb_tx)
+        })?;
+        guard.close = true;
+        let qsocket = socket.max(0) as u32;
+        // SAFETY: configured, stopped port; pool is a live pktmbuf pool that outlives
+        // the queue (freed only after the device is closed).
+        check("rte_eth_rx_queue_setup", dev, unsafe {
+            dpdk_sys::rte_eth_rx_queue_setup(port_id, 0, nb_rx, qsocket, ptr::null(), pool)
+        })?;
+        // SAFETY: configured, stopped port; NULL selects the default txconf.
+        check("rte_eth_tx_queue_setup", dev, unsafe {
+            dpdk_sys::rte_eth_tx_queue_setup(port_id, 0, nb_tx, qsocket, ptr::null())
+        })?;
+        // SAFETY: queues set up.
+        check("rte_eth_dev_start", dev, unsafe {
+            dpdk_sys::rte_eth_dev_start(port_id)
+        })?;
+        if promiscuous {
+            // SAFETY: started port.
+            check("rte_eth_promiscuous_enable", dev, unsafe {
+                dpdk_sys::rte_eth_promiscuous_enable(port_id)
+            })?;
+        }
+        let mut addr = dpdk_sys::rte_ether_addr::default();
+        // SAFETY: valid port; addr is a live local.
+        check("rte_eth_macaddr_get", dev, unsafe {
+            dpdk_sys::rte_eth_macaddr_get(port_id, &mut addr)
+        })?;
+        let mac = match cfg.mac {
+            Some(m) if promiscuous => m,
+            _ => addr.addr_bytes,
+        };
+
+        guard.done = true;
+        let pending_cap = TX_PENDING.min(usize::from(nb_tx)).max(1);
+        Ok(DpdkPort {
+            _eal: eal.inner.clone(),
+            port_id,
+            device: cfg.device.clone(),
+            driver,
+            pool,
+            mac: EthernetAddress(mac),
+            mtu: cfg.mtu,
+            max_frame: cfg.max_frame(),
+            promiscuous,
+            tx_offload_capa: info.tx_offload_capa,
+            pending: Vec::with_capacity(pending_cap),
+            pending_cap,
+            rx: [ptr::null_mut(); RX_BURST],
+            scratch: vec![0; cfg.max_frame()],
+            stats: PortStats::default(),
+            rx_linearized: 0,
+        })
+    }
+
+    /// The DPDK port id.
+    pub fn port_id(&self) -> u16 {
+        self.port_id
+    }
+
+    /// The device name it was opened by.
+    pub fn device(&self) -> &str {
+        &self.device
+    }
+
+    /// The PMD's name (`"net_af_packet"`, ...).
+    pub fn driver_name(&self) -> &str {
+        &self.driver
+    }
+
+    /// Whether promiscuous mode was turned on (a MAC override the device could not
+    /// program).
+    pub fn promiscuous(&self) -> bool {
+        self.promiscuous
+    }
+
+    /// The device's transmit offload capabilities (`RTE_ETH_TX_OFFLOAD_*`); none is
+    /// used yet.
+    pub fn tx_offload_capa(&self) -> u64 {
+        self.tx_offload_capa
+    }
+
+    /// Multi-segment frames that were copied into one buffer before being handed to the
+    /// receive callback.
+    pub fn rx_linearized(&self) -> u64 {
+        self.rx_linearized
+    }
+
+    /// Frames queued by [`Port::tx`] and not yet flushed.
+    pub fn tx_pending(&self) -> usize {
+        self.pending.len()
+    }
+
+    /// The device's own counters (`rte_eth_stats_get`).
+    pub fn device_stats(&self) -> Result<DeviceStats, DpdkError> {
+        let mut s = dpdk_sys::rte_eth_stats::default();
+        // SAFETY: open port; s is a live local.
+        check("rte_eth_stats_get", &self.device, unsafe {
+            dpdk_sys::rte_eth_stats_get(self.port_id, &mut s)
+        })?;
+        Ok(DeviceStats {
+            ipackets: s.ipackets,
+            opackets: s.opackets,
+            ibytes: s.ibytes,
+            obytes: s.obytes,
+            imissed: s.imissed,
+            ierrors: s.ierrors,
+            oerrors: s.oerrors,
+            rx_nombuf: s.rx_nombuf,
+        })
+    }
+}
+
+/// Frees the received mbufs `mbufs[done..]` when dropped, so a panicking receive
+/// callback leaks none.
+struct RxBatch<'a> {
+    mbufs: &'a [*mut rte_mbuf],
+    done: usize,
+}
+
+impl Drop for RxBatch<'_> {
+    fn drop(&mut self) {
+        for &m in &self.mbufs[self.done..] {
+            // SAFETY: mbufs[done..] came from rte_eth_rx_burst and were not freed yet.
+            unsafe { dpdk_sys::rte_pktmbuf_free(m) };
+        }
+    }
+}
+
+/// Frees one mbuf when dropped unless disarmed (a panicking `fill`).
+struct MbufGuard(*mut rte_mbuf);
+
+impl Drop for MbufGuard {
+    fn drop(&mut self) {
+        if !self.0.is_null() {
+            // SAFETY: an mbuf we allocated and still own.
+            unsafe { dpdk_sys::rte_pktmbuf_free(self.0) };
+        }
+    }
+}
+
+impl Port for DpdkPort {
+    fn mac(&self) -> EthernetAddress {
+        self.mac
+    }
+
+    fn mtu(&self) -> usize {
+        self.mtu
+    }
+
+    fn rx_burst(&mut self, max: usize, f: &mut dyn FnMut(&[u8])) -> usize {
+        let mut taken = 0usize;
+        while taken < max {
+            let want = (max - taken).min(RX_BURST);
+            // SAFETY: open, started port, queue 0; self.rx has room for `want` pointers.
+            let n = usize::from(unsafe {
+                dpdk_sys::rte_eth_rx_burst(self.port_id, 0, self.rx.as_mut_ptr(), want as u16)
+            });
+            if n == 0 {
+                break;
+            }
+            let mut batch = RxBatch {
+                mbufs: &self.rx[..n],
+                done: 0,
+            };
+            while batch.done < n {
+                let m = batch.mbufs[batch.done];
+                // SAFETY: m is a valid mbuf just received; its first segment holds
+                // data_len octets at mtod; for a chain, rte_pktmbuf_read copies pkt_len
+                // octets into scratch (at least max_frame long, checked first) or
+                // returns the contiguous data. The slice lives until the mbuf is freed
+                // below.
+                unsafe {
+                    let len = dpdk_sys::pktmbuf_pkt_len(m) as usize;
+                    if len > self.max_frame {
+                        self.stats.rx_dropped += 1;
+                    } else {
+                        let data: *const u8 = if usize::from(dpdk_sys::pktmbuf_data_len(m)) == len {
+                            dpdk_sys::pktmbuf_mtod::<u8>(m)
+                        } else {
+                            self.rx_linearized += 1;
+                            dpdk_sys::rte_pktmbuf_read(
+                                m,
+                                0,
+                                len as u32,
+                                self.scratch.as_mut_ptr().cast(),
+                            )
+                            .cast()
+                        };
+                        if data.is_null() {
+                            self.stats.rx_dropped += 1;
+                        } else {
+                            self.stats.rx_frames += 1;
+                            self.stats.rx_octets += len as u64;
+                            f(std::slice::from_raw_parts(data, len));
+                        }
+                    }
+                    batch.done += 1;
+                    dpdk_sys::rte_pktmbuf_free(m);
+                }
+            }
+            taken += n;
+            if n < want {
+                break;
+            }
+        }
+        taken
+    }
+
+    fn tx_room(&self) -> usize {
+        self.pending_cap - self.pending.len()
+    }
+
+    fn tx(&mut self, len: usize, fill: &mut dyn FnMut(&mut [u8])) -> bool {
+        if len == 0 || len > self.max_frame || self.pending.len() >= self.pending_cap {
+            self.stats.tx_dropped += 1;
+            return false;
+        }
+        // SAFETY: self.pool is the port's live pktmbuf pool.
+        let m = unsafe { dpdk_sys::rte_pktmbuf_alloc(self.pool) };
+        if m.is_null() {
+            self.stats.tx_dropped += 1;
+            return false;
+        }
+        let mut guard = MbufGuard(m);
+        // SAFETY: m is a fresh mbuf; len <= max_frame < its data room (checked by
+        // PortConfig::data_room), so append succeeds and returns `len` writable octets
+        // inside the mbuf's buffer, which we zero before handing them out.
+        unsafe {
+            let p = dpdk_sys::rte_pktmbuf_append(m, len as u16).cast::<u8>();
+            if p.is_null() {
+                self.stats.tx_dropped += 1;
+                return false;
+            }
+            ptr::write_bytes(p, 0, len);
+            fill(std::slice::from_raw_parts_mut(p, len));
+        }
+        guard.0 = ptr::null_mut();
+        self.pending.push(m);
+        self.stats.tx_frames += 1;
+        self.stats.tx_octets += len as u64;
+        true
+    }
+
+    fn flush(&mut self) {
+        let total = self.pending.len();
+        let mut sent = 0usize;
+        let mut idle = 0u32;
+        while sent < total && idle < FLUSH_RETRIES {
+            // SAFETY: open, started port, queue 0; pending[sent..] are valid mbufs we
+            // own; the PMD takes ownership of the first `n` it returns.
+            let n = usize::from(unsafe {
+                dpdk_sys::rte_eth_tx_burst(
+                    self.port_id,
+                    0,
+                    self.pending.as_mut_ptr().add(sent),
+                    (total - sent) as u16,
+                )
+            });
+            sent += n;
+            if n == 0 {
+                idle += 1;
+            } else {
+                idle = 0;
+            }
+        }
+        for &m in &self.pending[sent..] {
+            // SAFETY: not taken by the PMD: still ours.
+            unsafe { dpdk_sys::rte_pktmbuf_free(m) };
+            self.stats.tx_dropped += 1;
+        }
+        self.pending.clear();
+    }
+
+    fn stats(&self) -> PortStats {
+        let mut s = self.stats;
+        if let Ok(d) = self.device_stats() {
+            s.rx_dropped += d.imissed + d.ierrors + d.rx_nombuf;
+            s.tx_dropped += d.oerrors;
+        }
+        s
+    }
+}
+
+impl Drop for DpdkPort {
+    fn drop(&mut self) {
+        for &m in &self.pending {
+            // SAFETY: queued, never handed to the PMD.
+            unsafe { dpdk_sys::rte_pktmbuf_free(m) };
+        }
+        self.pending.clear();
+        // SAFETY: we own the open device and its pool; stopping and closing releases the
+        // queues (and every mbuf they hold) before the pool is freed. EAL is still alive
+        // (self._eal is dropped after this body).
+        unsafe {
+            dpdk_sys::rte_eth_dev_stop(self.port_id);
+            dpdk_sys::rte_eth_dev_close(self.port_id);
+            dpdk_sys::rte_mempool_free(self.pool);
+        }
+        release(self.port_id);
+    }
+}

@@ -1,0 +1,229 @@
+//! Unit tests that need no EAL (DPDK's libraries are linked, but `rte_eal_init` is never
+//! called here: that happens once, in `tests/veth.rs`).
+
+use super::*;
+
+const DEPLOYMENT: &str = r#"
+[eal]
+memory_mb = 256
+
+[[ports]]
+name = "a"
+driver = "af_packet"
+iface = "eth1"
+ipv4 = "10.77.0.3/24"
+mtu = 9000
+rx_ring = 512
+tx_ring = 2048
+mac = "02:00:00:00:00:07"
+
+[[ports]]
+name = "t"
+driver = "tap"
+iface = "iwtap0"
+ipv4 = "10.78.0.3/24"
+
+[[ports]]
+name = "n"
+driver = "pci"
+pci_addr = "01:00.0"
+ipv4 = "10.79.0.3/24"
+
+[[ports]]
+name = "a2"
+driver = "af_packet"
+iface = "eth2"
+ipv4 = "10.80.0.3/24"
+
+[[lcores]]
+id = 1
+ports = ["a", "t", "n", "a2"]
+"#;
+
+#[test]
+fn new_has_the_defaults() {
+    let c = PortConfig::new("net_af_packet0");
+    assert_eq!(c.device, "net_af_packet0");
+    assert_eq!(c.mtu, DEFAULT_MTU);
+    assert_eq!((c.rx_ring, c.tx_ring), (DEFAULT_RING, DEFAULT_RING));
+    assert_eq!(c.mac, None);
+    assert_eq!(c.max_frame(), 1514);
+    assert!(c.mempool_size >= PortConfig::min_mempool_size(DEFAULT_RING, DEFAULT_RING));
+    assert_eq!(c.validate(), Ok(()));
+}
+
+#[test]
+fn default_mempool_size_is_2k_minus_1_and_covers_the_minimum() {
+    assert_eq!(PortConfig::default_mempool_size(64, 64), 2047);
+    assert_eq!(PortConfig::default_mempool_size(1024, 1024), 4095);
+    for (rx, tx) in [
+        (1u16, 1u16),
+        (512, 2048),
+        (16384, 16384),
+        (u16::MAX, u16::MAX),
+    ] {
+        let n = PortConfig::default_mempool_size(rx, tx);
+        assert!(n >= PortConfig::min_mempool_size(rx, tx), "{rx} {tx}");
+        assert!((n + 1).is_power_of_two());
+    }
+}
+
+#[test]
+fn from_ports_maps_a_deployment() {
+    let cfg = appconfig::from_str(DEPLOYMENT, "test.toml").unwrap_or_else(|e| panic!("{e}"));
+    let ports = PortConfig::from_ports(&cfg.ports);
+    assert_eq!(ports.len(), 4);
+    let a = ports[0].as_ref().expect("af_packet port");
+    assert_eq!(a.device, "net_af_packet0");
+    assert_eq!(a.mtu, 9000);
+    assert_eq!((a.rx_ring, a.tx_ring), (512, 2048));
+    assert_eq!(a.mac, Some([2, 0, 0, 0, 0, 7]));
+    assert_eq!(a.mempool_size, PortConfig::default_mempool_size(512, 2048));
+    assert_eq!(a.validate(), Ok(()));
+    let t = ports[1].as_ref().expect("tap port");
+    assert_eq!(t.device, "net_tap0");
+    assert_eq!(t.mtu, 1500);
+    assert_eq!(t.mac, None);
+    assert_eq!(ports[2].as_ref().expect("pci").device, "0000:01:00.0");
+    assert_eq!(
+        ports[3].as_ref().expect("af_packet").device,
+        "net_af_packet1"
+    );
+    let single = PortConfig::from_appconfig(&cfg.ports[0], "x");
+    assert_eq!(single.device, "x");
+    assert_eq!(single.mtu, a.mtu);
+}
+
+#[test]
+fn validate_rejects_bad_fields() {
+    let ok = PortConfig::new("net_null0");
+    let cases: Vec<(PortConfig, &str)> = vec![
+        (
+            PortConfig {
+                device: String::new(),
+                ..ok.clone()
+            },
+            "device name",
+        ),
+        (
+            PortConfig {
+                device: "a\0b".into(),
+                ..ok.clone()
+            },
+            "NUL",
+        ),
+        (
+            PortConfig {
+                mtu: MIN_MTU - 1,
+                ..ok.clone()
+            },
+            "MTU 67",
+        ),
+        (
+            PortConfig {
+                mtu: MAX_MTU + 1,
+                ..ok.clone()
+            },
+            "MTU 9217",
+        ),
+        (
+            PortConfig {
+                rx_ring: 0,
+                ..ok.clone()
+            },
+            "ring sizes",
+        ),
+        (
+            PortConfig {
+                tx_ring: 0,
+                ..ok.clone()
+            },
+            "ring sizes",
+        ),
+        (
+            PortConfig {
+                mempool_size: 100,
+                ..ok.clone()
+            },
+            "mempool of 100",
+        ),
+        (
+            PortConfig {
+                mac: Some([1, 0, 0, 0, 0, 1]),
+                ..ok.clone()
+            },
+            "01:00:00:00:00:01",
+        ),
+        (
+            PortConfig {
+                mac: Some([0; 6]),
+                ..ok.clone()
+            },
+            "not a unicast",
+        ),
+    ];
+    for (c, needle) in cases {
+        let e = c.validate().unwrap_err();
+        assert_eq!(e.call, "PortConfig::validate");
+        assert_eq!(e.code, 22);
+        assert!(
+            e.to_string().contains(needle),
+            "{e} should mention {needle}"
+        );
+    }
+    for mtu in [MIN_MTU, 1500, 9000, MAX_MTU] {
+        assert_eq!(PortConfig { mtu, ..ok.clone() }.validate(), Ok(()));
+    }
+}
+
+#[test]
+fn data_room_holds_a_whole_frame() {
+    let headroom = dpdk_sys::RTE_PKTMBUF_HEADROOM as usize;
+    for mtu in [MIN_MTU, 1500, 2000, 9000, MAX_MTU] {
+        let c = PortConfig {
+            mtu,
+            ..PortConfig::new("x")
+        };
+        let room = c.data_room();
+        assert!(room - headroom >= c.max_frame() + 8, "mtu {mtu}");
+        assert!(room - headroom >= 2048);
+        assert_eq!((room - headroom) % 64, 0);
+        assert!(room <= usize::from(u16::MAX));
+    }
+}
+
+#[test]
+fn error_display() {
+    let e = DpdkError::new(
+        "rte_eth_dev_configure",
+        "net_af_packet0",
+        22,
+        "Invalid argument",
+    );
+    assert_eq!(
+        e.to_string(),
+        "rte_eth_dev_configure(net_af_packet0): Invalid argument (errno 22)"
+    );
+    let e = DpdkError::new("rte_eal_init", "", 114, "already");
+    assert_eq!(e.to_string(), "rte_eal_init: already (errno 114)");
+    // strerror through DPDK works without EAL.
+    let e = error::DpdkError::from_ret("rte_eth_dev_start", "p", -12);
+    assert_eq!(e.code, 12);
+    assert!(e.message.contains("memory"), "{}", e.message);
+    let boxed: Box<dyn std::error::Error> = Box::new(e);
+    assert!(boxed.to_string().starts_with("rte_eth_dev_start(p): "));
+}
+
+#[test]
+fn eal_init_rejects_an_empty_argv_without_starting_dpdk() {
+    let e = Eal::init(&[]).unwrap_err();
+    assert_eq!(e.code, 22);
+    assert!(!Eal::initialised());
+}
+
+#[test]
+fn dpdk_port_is_send() {
+    fn send<T: Send>() {}
+    send::<DpdkPort>();
+    send::<Eal>();
+}
