@@ -202,6 +202,9 @@ fn main() {
     }
     println!(
         "total time {:.1} s",
-        started.elapsed().as_secs_f64().max(Duration::ZERO.as_secs_f64())
+        started
+            .elapsed()
+            .as_secs_f64()
+            .max(Duration::ZERO.as_secs_f64())
     );
 }
