@@ -13,12 +13,14 @@
 //!   both half the round trip; targets: iWARP p50 <= 1.5 us and p99.9 <= 5 us.
 //!
 //! The smoltcp reference is measured both with one thread driving both sides and with one
-//! thread per side; the faster of the two is the reference (both are printed). An iWARP
+//! thread per side; the faster of the two is the reference (both are printed). Its
+//! bandwidth is the best of three runs per drive, so a busy machine does not flatter the
+//! ratio. An iWARP
 //! run that fails is reported as such and the reference figures are still printed.
 
 mod smoltcp_ref;
 
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use hdrhistogram::Histogram;
 use iwarp::bench::{run_embedded, BenchOptions, Length, Test};
@@ -34,6 +36,8 @@ const P999_TARGET_US: f64 = 5.0;
 struct Plan {
     /// Octets per bandwidth run (smoltcp and iWARP alike).
     bw_bytes: u64,
+    /// smoltcp bandwidth runs per drive and MTU (the best counts).
+    bw_rounds: usize,
     /// Round trips per latency run.
     lat_iters: u64,
 }
@@ -54,18 +58,26 @@ fn met(ok: bool) -> &'static str {
     }
 }
 
-/// The smoltcp reference bandwidth: both drives, the faster one first.
-fn smoltcp_bw(mtu: usize, bytes: u64) -> (BwResult, BwResult) {
+/// The smoltcp reference bandwidth: the best of `rounds` runs of each drive, the faster
+/// drive first. Best-of keeps another process on the machine from slowing the reference
+/// (which would flatter the ratio).
+fn smoltcp_bw(mtu: usize, bytes: u64, rounds: usize) -> (BwResult, BwResult) {
     let mut runs = [Drive::OneThread, Drive::TwoThreads].map(|d| {
-        let r = smoltcp_ref::bandwidth_with(d, mtu, bytes, CHUNK);
-        assert!(
-            r.intact(),
-            "smoltcp reference lost or damaged data: {} of {} octets verified, {} mismatched",
-            r.verified_octets,
-            r.bytes,
-            r.mismatched_octets
-        );
-        r
+        (0..rounds.max(1))
+            .map(|_| {
+                let r = smoltcp_ref::bandwidth_with(d, mtu, bytes, CHUNK);
+                assert!(
+                    r.intact(),
+                    "smoltcp reference lost or damaged data: {} of {} octets verified, {} \
+                     mismatched",
+                    r.verified_octets,
+                    r.bytes,
+                    r.mismatched_octets
+                );
+                r
+            })
+            .max_by(|x, y| x.octets_per_sec().total_cmp(&y.octets_per_sec()))
+            .expect("at least one round")
     });
     runs.sort_by(|x, y| y.octets_per_sec().total_cmp(&x.octets_per_sec()));
     (runs[0], runs[1])
@@ -124,25 +136,28 @@ fn main() {
     let plan = if quick {
         Plan {
             bw_bytes: 64 << 20,
+            bw_rounds: 1,
             lat_iters: 2_000,
         }
     } else {
         Plan {
             bw_bytes: 1 << 30,
+            bw_rounds: 3,
             lat_iters: 100_000,
         }
     };
     let started = Instant::now();
     println!(
-        "rdma_vs_smoltcp{}: in-memory link, MPA CRC on; smoltcp {} octets/run, {} round \
-         trips/latency run",
+        "rdma_vs_smoltcp{}: in-memory link, MPA CRC on; {} MiB per bandwidth run (smoltcp: \
+         best of {}), {} round trips per latency run",
         if quick { " (BENCH_QUICK)" } else { "" },
-        plan.bw_bytes,
+        plan.bw_bytes >> 20,
+        plan.bw_rounds,
         plan.lat_iters
     );
 
     for mtu in [1500, 9000] {
-        let (best, other) = smoltcp_bw(mtu, plan.bw_bytes);
+        let (best, other) = smoltcp_bw(mtu, plan.bw_bytes, plan.bw_rounds);
         let reference = best.octets_per_sec();
         let smol = format!(
             "smoltcp {:.2} GiB/s ({}; {}: {:.2} GiB/s)",
@@ -200,11 +215,5 @@ fn main() {
             println!("write-lat {LAT_MSG}B p99.9: {}", smol(0.999, s999));
         }
     }
-    println!(
-        "total time {:.1} s",
-        started
-            .elapsed()
-            .as_secs_f64()
-            .max(Duration::ZERO.as_secs_f64())
-    );
+    println!("total time {:.1} s", started.elapsed().as_secs_f64());
 }

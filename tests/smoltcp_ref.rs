@@ -14,6 +14,10 @@ fn bandwidth_moves_4mib_intact() {
         assert_eq!(r.verified_octets, 4 << 20, "mtu {mtu}");
         assert_eq!(r.mismatched_octets, 0, "mtu {mtu}");
         assert!(r.intact());
+        // Full-sized segments: the MSS is the MTU less 40 octets of IPv4 and TCP headers.
+        let mss = (mtu - 40) as f64;
+        assert!(r.payload_per_frame() > 0.9 * mss, "mtu {mtu}: {r:?}");
+        assert!(r.payload_per_frame() <= mss, "mtu {mtu}: {r:?}");
     }
 }
 
@@ -47,43 +51,4 @@ fn latency_large_messages_intact() {
     let r = smoltcp_ref::latency_with(Drive::OneThread, 1500, 100_000, 20);
     assert_eq!(r.verified_octets, 2 * 100_000 * 20);
     assert_eq!(r.mismatched_octets, 0);
-}
-
-#[test]
-#[ignore]
-fn explore() {
-    for mtu in [1500, 9000] {
-        for d in [Drive::OneThread, Drive::TwoThreads] {
-            let t = std::time::Instant::now();
-            let r = smoltcp_ref::bandwidth_with(d, mtu, 256 << 20, 64 << 10);
-            println!(
-                "{mtu} {d:?} {:.2} GiB/s total {:?}",
-                r.gib_per_sec(),
-                t.elapsed()
-            );
-        }
-    }
-    for d in [Drive::OneThread, Drive::TwoThreads] {
-        let t = std::time::Instant::now();
-        let r = smoltcp_ref::latency_with(d, 1500, 8, 20000);
-        let h = &r.histogram;
-        println!(
-            "lat {d:?} p50 {} p99 {} p999 {} max {} total {:?}",
-            h.value_at_quantile(0.5),
-            h.value_at_quantile(0.99),
-            h.value_at_quantile(0.999),
-            h.max(),
-            t.elapsed()
-        );
-    }
-}
-
-#[test]
-#[ignore]
-fn explore_bw1() {
-    let mtu: usize = std::env::var("MTU")
-        .map(|v| v.parse().unwrap())
-        .unwrap_or(1500);
-    let r = smoltcp_ref::bandwidth_with(Drive::OneThread, mtu, 1 << 30, 64 << 10);
-    println!("{mtu} {:.2} GiB/s", r.gib_per_sec());
 }

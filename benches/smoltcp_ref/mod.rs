@@ -2,8 +2,11 @@
 //! moving the same bytes over the same in-memory link (`dataplane::port::mem::link`).
 //!
 //! [`PortDevice`] adapts any [`Port`] to smoltcp's [`Device`]. A [`Side`] is one smoltcp
-//! [`Interface`] (Ethernet medium, the port's MAC) with one TCP socket of 4 MiB buffers
-//! each way (window scaling follows from the buffer size), Nagle off and delayed ACKs off.
+//! [`Interface`] (Ethernet medium, the port's MAC) with one TCP socket of
+//! [`SOCKET_BUFFER`] octets each way (window scaling follows from the buffer size), Nagle
+//! off and delayed ACKs off. smoltcp is built without congestion control, so the sender
+//! is limited by the receive window alone. Checksums are computed and checked in software,
+//! as our own TCP does.
 //! Node A is 10.77.0.1/24, node B 10.77.0.2/24.
 //!
 //! Each side runs the classic poll-mode event loop: take every arrived frame (ingress), run
@@ -33,8 +36,14 @@ use smoltcp::socket::tcp;
 use smoltcp::time::Instant as SmolInstant;
 use smoltcp::wire::{HardwareAddress, IpAddress, IpCidr, Ipv4Address};
 
-/// Octets of each TCP socket buffer (receive and transmit).
-pub const SOCKET_BUFFER: usize = 4 << 20;
+/// Octets of each TCP socket buffer (receive and transmit), hence the largest window
+/// (smoltcp picks the window scale from it).
+///
+/// 1 MiB measured fastest on the development machine (best of 5, one thread: 2.42 GiB/s
+/// at MTU 1500 and 3.57 at 9000, against 2.33 and 3.34 with 4 MiB and 2.40 and 3.43 with
+/// 256 KiB): a window of a few hundred segments keeps the pipeline full while the data
+/// still fits the caches.
+pub const SOCKET_BUFFER: usize = 1 << 20;
 /// Address of node A.
 pub const ADDR_A: Ipv4Address = Ipv4Address::new(10, 77, 0, 1);
 /// Address of node B.
@@ -616,9 +625,17 @@ pub struct BwResult {
     pub verified_octets: u64,
     /// Of those, octets that differed (0 in a correct run).
     pub mismatched_octets: u64,
+    /// Frames A sent during the run (data segments, and any retransmissions).
+    pub frames_sent: u64,
 }
 
 impl BwResult {
+    /// Average TCP payload per frame A sent (close to the MSS, `mtu - 40`, when the link
+    /// is used well).
+    pub fn payload_per_frame(&self) -> f64 {
+        self.bytes as f64 / self.frames_sent.max(1) as f64
+    }
+
     /// Octets per second.
     pub fn octets_per_sec(&self) -> f64 {
         self.bytes as f64 / self.elapsed.as_secs_f64()
@@ -710,9 +727,11 @@ pub fn bandwidth_with(drive: Drive, mtu: usize, total_bytes: u64, chunk: usize) 
         mismatched: 0,
         end: None,
     };
+    let frames_before = a.dev.port().stats().tx_frames;
     let start = Instant::now();
     run(drive, &mut a, &mut b, &mut tx, &mut rx, "bandwidth run");
     let end = rx.end.unwrap_or_else(Instant::now);
+    let frames_sent = a.dev.port().stats().tx_frames - frames_before;
     BwResult {
         mtu,
         chunk,
@@ -721,6 +740,7 @@ pub fn bandwidth_with(drive: Drive, mtu: usize, total_bytes: u64, chunk: usize) 
         elapsed: end - start,
         verified_octets: rx.received,
         mismatched_octets: rx.mismatched,
+        frames_sent,
     }
 }
 
@@ -892,5 +912,38 @@ pub fn latency_with(drive: Drive, mtu: usize, msg: usize, iters: u64) -> LatResu
         drive,
         verified_octets: ping.verified + pong.verified,
         mismatched_octets: ping.mismatched + pong.mismatched,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn stream_check_catches_damage() {
+        let s = stream();
+        let good = stream_at(&s, 12345, 70_000).to_vec();
+        assert_eq!(check_stream(&s, 12345, &good), 0);
+        let mut flipped = good.clone();
+        flipped[40_000] ^= 0x10;
+        assert_eq!(check_stream(&s, 12345, &flipped), 1);
+        // The right octets at the wrong offset (a lost or repeated chunk) do not pass.
+        assert!(check_stream(&s, 12345 + 65536, &good) > 0);
+        // Across the period boundary and longer than one period.
+        let long: Vec<u8> = (0..3 * STREAM_PERIOD as u64 + 5)
+            .map(|o| s[(o % STREAM_PERIOD as u64) as usize])
+            .collect();
+        assert_eq!(check_stream(&s, 0, &long), 0);
+        assert_eq!(check_stream(&s, 7, &long[7..]), 0);
+    }
+
+    #[test]
+    fn connection_comes_up_on_both_mtus() {
+        for mtu in [1500, 9000] {
+            let (mut a, mut b) = connected_pair(mtu);
+            assert_eq!(a.socket().state(), tcp::State::Established);
+            assert_eq!(b.socket().state(), tcp::State::Established);
+            assert_eq!(a.tx_refused() + b.tx_refused(), 0);
+        }
     }
 }
