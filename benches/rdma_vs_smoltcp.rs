@@ -1,0 +1,219 @@
+//! iWARP RDMA Write bandwidth and latency over the in-memory link, each reported as a
+//! ratio to a reference measured in the same run: smoltcp's own `tcp::Socket` moving the
+//! same bytes over the same link (`smoltcp_ref`).
+//!
+//! `cargo bench --bench rdma_vs_smoltcp`; `BENCH_QUICK=1` shrinks the run to a smoke test.
+//!
+//! Figures, one line each:
+//!
+//! * `write-bw mtu=1500|9000 64KiB`: iWARP `write-bw` (64 KiB messages, MPA CRC on) against
+//!   smoltcp moving the same number of octets in 64 KiB writes; target: at least twice
+//!   smoltcp.
+//! * `write-lat 8B`: iWARP `write-lat` of 8 octets against an 8-octet smoltcp ping-pong,
+//!   both half the round trip; targets: iWARP p50 <= 1.5 us and p99.9 <= 5 us.
+//!
+//! The smoltcp reference is measured both with one thread driving both sides and with one
+//! thread per side; the faster of the two is the reference (both are printed). Its
+//! bandwidth is the best of three runs per drive, so a busy machine does not flatter the
+//! ratio. An iWARP
+//! run that fails is reported as such and the reference figures are still printed.
+
+mod smoltcp_ref;
+
+use std::time::Instant;
+
+use hdrhistogram::Histogram;
+use iwarp::bench::{run_embedded, BenchOptions, Length, Test};
+use iwarp::report::Sample;
+use smoltcp_ref::{BwResult, Drive};
+
+const CHUNK: usize = 64 << 10;
+const LAT_MSG: usize = 8;
+const BW_TARGET: f64 = 2.0;
+const P50_TARGET_US: f64 = 1.5;
+const P999_TARGET_US: f64 = 5.0;
+
+struct Plan {
+    /// Octets per bandwidth run (smoltcp and iWARP alike).
+    bw_bytes: u64,
+    /// smoltcp bandwidth runs per drive and MTU (the best counts).
+    bw_rounds: usize,
+    /// Round trips per latency run.
+    lat_iters: u64,
+}
+
+fn gib(octets_per_sec: f64) -> f64 {
+    octets_per_sec / (1u64 << 30) as f64
+}
+
+fn us(ns: u64) -> f64 {
+    ns as f64 / 1000.0
+}
+
+fn met(ok: bool) -> &'static str {
+    if ok {
+        "met"
+    } else {
+        "NOT met"
+    }
+}
+
+/// The smoltcp reference bandwidth: the best of `rounds` runs of each drive, the faster
+/// drive first. Best-of keeps another process on the machine from slowing the reference
+/// (which would flatter the ratio).
+fn smoltcp_bw(mtu: usize, bytes: u64, rounds: usize) -> (BwResult, BwResult) {
+    let mut runs = [Drive::OneThread, Drive::TwoThreads].map(|d| {
+        (0..rounds.max(1))
+            .map(|_| {
+                let r = smoltcp_ref::bandwidth_with(d, mtu, bytes, CHUNK);
+                assert!(
+                    r.intact(),
+                    "smoltcp reference lost or damaged data: {} of {} octets verified, {} \
+                     mismatched",
+                    r.verified_octets,
+                    r.bytes,
+                    r.mismatched_octets
+                );
+                r
+            })
+            .max_by(|x, y| x.octets_per_sec().total_cmp(&y.octets_per_sec()))
+            .expect("at least one round")
+    });
+    runs.sort_by(|x, y| y.octets_per_sec().total_cmp(&x.octets_per_sec()));
+    (runs[0], runs[1])
+}
+
+/// iWARP write-bw in octets/s.
+fn iwarp_bw(mtu: usize, bytes: u64) -> Result<f64, String> {
+    let o = BenchOptions {
+        test: Test::WriteBw,
+        sizes: vec![CHUNK],
+        mtu,
+        length: Length::Iterations((bytes / CHUNK as u64).max(1)),
+        ..BenchOptions::default()
+    };
+    let out = run_embedded(&o).map_err(|e| e.to_string())?;
+    match out.report.samples.first() {
+        Some(Sample::Bw(s)) => Ok(s.avg_mib_s * (1u64 << 20) as f64),
+        other => Err(format!("unexpected result {other:?}")),
+    }
+}
+
+/// iWARP write-lat histogram (ns, half the round trip).
+fn iwarp_lat(iters: u64) -> Result<Histogram<u64>, String> {
+    let o = BenchOptions {
+        test: Test::WriteLat,
+        sizes: vec![LAT_MSG],
+        length: Length::Iterations(iters),
+        ..BenchOptions::default()
+    };
+    let out = run_embedded(&o).map_err(|e| e.to_string())?;
+    out.histogram
+        .ok_or_else(|| "the run returned no latency histogram".to_string())
+}
+
+/// The smoltcp reference latency: both drives, the one with the lower p50 first.
+fn smoltcp_lat(iters: u64) -> (smoltcp_ref::LatResult, smoltcp_ref::LatResult) {
+    let mut runs = [Drive::OneThread, Drive::TwoThreads].map(|d| {
+        let r = smoltcp_ref::latency_with(d, 1500, LAT_MSG, iters);
+        assert!(
+            r.verified_octets == 2 * LAT_MSG as u64 * iters && r.mismatched_octets == 0,
+            "smoltcp reference lost or damaged ping-pong data: {} octets verified, {} \
+             mismatched",
+            r.verified_octets,
+            r.mismatched_octets
+        );
+        r
+    });
+    runs.sort_by_key(|r| r.histogram.value_at_quantile(0.5));
+    let [x, y] = runs;
+    (x, y)
+}
+
+fn main() {
+    // `cargo bench` passes `--bench`; ignore arguments.
+    let quick = std::env::var_os("BENCH_QUICK").is_some_and(|v| v != "0" && !v.is_empty());
+    let plan = if quick {
+        Plan {
+            bw_bytes: 64 << 20,
+            bw_rounds: 1,
+            lat_iters: 2_000,
+        }
+    } else {
+        Plan {
+            bw_bytes: 1 << 30,
+            bw_rounds: 3,
+            lat_iters: 100_000,
+        }
+    };
+    let started = Instant::now();
+    println!(
+        "rdma_vs_smoltcp{}: in-memory link, MPA CRC on; {} MiB per bandwidth run (smoltcp: \
+         best of {}), {} round trips per latency run",
+        if quick { " (BENCH_QUICK)" } else { "" },
+        plan.bw_bytes >> 20,
+        plan.bw_rounds,
+        plan.lat_iters
+    );
+
+    for mtu in [1500, 9000] {
+        let (best, other) = smoltcp_bw(mtu, plan.bw_bytes, plan.bw_rounds);
+        let reference = best.octets_per_sec();
+        let smol = format!(
+            "smoltcp {:.2} GiB/s ({}; {}: {:.2} GiB/s)",
+            gib(reference),
+            best.drive.name(),
+            other.drive.name(),
+            other.gib_per_sec()
+        );
+        match iwarp_bw(mtu, plan.bw_bytes) {
+            Ok(ours) => {
+                let ratio = ours / reference;
+                println!(
+                    "write-bw mtu={mtu} 64KiB: iwarp {:.2} GiB/s  {smol}  ratio {ratio:.2} \
+                     (target >= {BW_TARGET:.1}: {})",
+                    gib(ours),
+                    met(ratio >= BW_TARGET)
+                );
+            }
+            Err(e) => println!("write-bw mtu={mtu} 64KiB: iwarp FAILED ({e})  {smol}"),
+        }
+    }
+
+    let (best, other) = smoltcp_lat(plan.lat_iters);
+    let (s50, s999) = (
+        us(best.histogram.value_at_quantile(0.5)),
+        us(best.histogram.value_at_quantile(0.999)),
+    );
+    let smol = |q: f64, v: f64| {
+        format!(
+            "smoltcp {v:.2} us ({}; {}: {:.2} us)",
+            best.drive.name(),
+            other.drive.name(),
+            us(other.histogram.value_at_quantile(q))
+        )
+    };
+    match iwarp_lat(plan.lat_iters) {
+        Ok(h) => {
+            for (name, q, reference, target) in [
+                ("p50", 0.5, s50, P50_TARGET_US),
+                ("p99.9", 0.999, s999, P999_TARGET_US),
+            ] {
+                let ours = us(h.value_at_quantile(q));
+                println!(
+                    "write-lat {LAT_MSG}B {name}: iwarp {ours:.2} us  {}  ratio {:.2} \
+                     (target <= {target:.1} us: {})",
+                    smol(q, reference),
+                    ours / reference,
+                    met(ours <= target)
+                );
+            }
+        }
+        Err(e) => {
+            println!("write-lat {LAT_MSG}B: iwarp FAILED ({e})");
+            println!("write-lat {LAT_MSG}B p50: {}", smol(0.5, s50));
+            println!("write-lat {LAT_MSG}B p99.9: {}", smol(0.999, s999));
+        }
+    }
+    println!("total time {:.1} s", started.elapsed().as_secs_f64());
+}
