@@ -20,6 +20,8 @@ command -v c++ >/dev/null || need_pkgs+=(g++)
 command -v pkg-config >/dev/null || need_pkgs+=(pkg-config)
 pkg-config --exists libdpdk 2>/dev/null || need_pkgs+=(libdpdk-dev)
 dpkg -s libclang-dev >/dev/null 2>&1 || need_pkgs+=(libclang-dev)
+# The DPDK port test builds a network namespace with veth pairs (ip netns, ip link).
+command -v ip >/dev/null || need_pkgs+=(iproute2)
 if [ ${#need_pkgs[@]} -gt 0 ]; then
   step "installing ${need_pkgs[*]}"
   if [ "$(id -u)" = 0 ]; then
@@ -42,6 +44,17 @@ cargo clippy --workspace --all-targets -- -D warnings
 
 step "cargo test (workspace)"
 cargo test --workspace
+
+step "fault injection end to end, 256 MiB per case (release build)"
+cargo test --release -p control --test e2e_faults -- --include-ignored --nocapture
+
+step "iwarp bench smoke run (embedded default, every test, verified)"
+for t in write-bw read-bw send-bw; do
+  cargo run --release --quiet -- bench "$t" -s 65536 -n 2000 --verify
+done
+for t in write-lat read-lat send-lat; do
+  cargo run --release --quiet -- bench "$t" -s 8 -n 2000
+done
 
 step "cargo doc (no broken links, every public item documented)"
 RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps --quiet
