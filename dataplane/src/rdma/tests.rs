@@ -981,11 +981,11 @@ fn post_checks() {
         Err(PostError::LocalProtection(MrError::PdMismatch))
     );
     assert_eq!(
-        qp.post_recv(w(0x999_00, 8)),
+        qp.post_recv(w(0x9_9900, 8)),
         Err(PostError::LocalProtection(MrError::InvalidStag))
     );
-    assert_eq!(qp.post_recv(w(0x999_00, 0)), Ok(()));
-    assert_eq!(qp.post_recv(w(0x999_00, 0)), Err(PostError::QueueFull));
+    assert_eq!(qp.post_recv(w(0x9_9900, 0)), Ok(()));
+    assert_eq!(qp.post_recv(w(0x9_9900, 0)), Err(PostError::QueueFull));
     let read = SendWr {
         wr_id: 1,
         op: SendOp::Read {
