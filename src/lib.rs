@@ -3,7 +3,7 @@
 //! The `iwarp` binary (`src/main.rs`) holds the command line itself; this library holds
 //! the parts other programs and integration tests use directly:
 //!
-//! * [`bench`]: the benchmark runner (`iwarp bench`) over the embedded in-memory link.
+//! * [`mod@bench`]: the benchmark runner (`iwarp bench`) over the embedded in-memory link.
 //! * [`report`]: the result reporting of `iwarp bench`, a perftest-like RDMA benchmark:
 //!   bandwidth and latency meters, perftest 4.5's text layout, JSON, HdrHistogram
 //!   percentile files (`--hgrm`) and a terminal progress line.
