@@ -335,13 +335,16 @@ struct End {
     cq: Cq,
     qp: QueuePair,
     done: Vec<Completion>,
-    /// Regions that receives may still point at: they live as long as the endpoint.
-    keep: Vec<Mr>,
     /// Send credits (client of send-bw): receives the server has posted for us. Carried
     /// across message sizes with the grants in flight.
     credits: i64,
     /// Receives reposted and not yet granted (server of send-bw).
     ungranted: u64,
+    /// Octets this endpoint checked (`--verify`).
+    verified: u64,
+    /// Where credit grants land (client of send-bw); its receives stay posted for the
+    /// whole connection.
+    credit_mr: Option<Mr>,
 }
 
 impl End {
@@ -358,13 +361,16 @@ impl End {
             cq,
             qp,
             done: Vec::with_capacity(256),
-            keep: Vec::new(),
             credits: 0,
             ungranted: 0,
+            verified: 0,
+            credit_mr: None,
         }
     }
 
     /// One core iteration and the completions it produced.
+    /// One core iteration and the completions it produced. Credit grants (send-bw) are
+    /// taken here, whatever the caller is waiting for, so none is lost between sizes.
     fn step(&mut self) -> Result<usize, BenchError> {
         self.core.poll();
         self.done.clear();
@@ -372,6 +378,26 @@ impl End {
         for c in &self.done {
             if c.status != WcStatus::Success {
                 return Err(BenchError::Completion(*c));
+            }
+        }
+        if let Some(mr) = &self.credit_mr {
+            let mut reposts = Vec::new();
+            for c in &self.done {
+                if c.wr_id & WR_CREDIT != 0 && c.opcode == WcOpcode::Recv {
+                    let off = (c.wr_id & 63) * CREDIT_SLOT;
+                    let mut b = [0u8; 8];
+                    let _ = mr.read(off as usize, &mut b[..(c.byte_len as usize).min(8)]);
+                    self.credits += u64::from_le_bytes(b) as i64;
+                    reposts.push(RecvWr {
+                        wr_id: c.wr_id,
+                        local: mr.sge(off, CREDIT_SLOT as u32),
+                    });
+                }
+            }
+            self.done
+                .retain(|c| !(c.wr_id & WR_CREDIT != 0 && c.opcode == WcOpcode::Recv));
+            for wr in reposts {
+                self.post_recv(wr)?;
             }
         }
         Ok(n)
@@ -427,6 +453,10 @@ struct Remote {
 
 const WR_CREDIT: u64 = 1 << 62;
 const WR_DONE: u64 = 1 << 61;
+/// Octets per credit receive.
+const CREDIT_SLOT: u64 = 64;
+/// Credit receives the send-bw client keeps posted.
+const CREDIT_RECVS: u64 = 64;
 
 fn initiator_config(o: &BenchOptions) -> InitiatorConfig {
     let mut c = InitiatorConfig {
@@ -453,12 +483,14 @@ fn responder_config(o: &BenchOptions) -> ResponderConfig {
 }
 
 /// Buffer size of one side.
+/// The server's buffer for messages of `size`: one slot per message in flight when every
+/// message is verified (write-bw, send-bw), else one slot shared by all (as perftest).
 fn buffer_len(o: &BenchOptions, size: usize) -> usize {
-    match o.test {
-        Test::WriteBw if o.verify => size * o.tx_depth,
-        _ => size,
-    }
-    .max(1)
+    let slots = match o.test {
+        Test::WriteBw | Test::SendBw if o.verify => o.tx_depth,
+        _ => 1,
+    };
+    (size * slots).max(1)
 }
 
 /// Runs the benchmark over the in-memory wire, both ends in this process.
@@ -469,7 +501,14 @@ pub fn run_embedded(o: &BenchOptions) -> Result<BenchOutcome, BenchError> {
     if o.tx_depth == 0 {
         return Err(BenchError::Options("tx depth must be at least 1".into()));
     }
-    if o.test.is_latency() || o.test == Test::SendLat {
+    if o.test == Test::WriteBw && o.verify && matches!(o.length, Length::Duration(_)) {
+        return Err(BenchError::Options(
+            "write-bw --verify needs a number of iterations (the server checks each slot \
+             against the last message written there)"
+                .into(),
+        ));
+    }
+    if o.test.is_latency() {
         if let Some(&s) = o.sizes.iter().find(|&&s| s == 0) {
             return Err(BenchError::Options(format!(
                 "latency tests need a size of at least 1 (got {s})"
@@ -517,7 +556,9 @@ pub fn run_embedded(o: &BenchOptions) -> Result<BenchOutcome, BenchError> {
         }
         (Err(e), Ok(_)) => return Err(e),
     };
-    let (verify_errors, verified_octets, core_b) = server_result?;
+    let (verify_errors, server_verified, core_b) = server_result?;
+    // Read-bw is checked by the client (its errors fail the run), the rest by the server.
+    let verified_octets = server_verified + client_end.verified;
     let params = ReportParams {
         size: o.sizes[0] as u64,
         iterations: match o.length {
@@ -617,7 +658,7 @@ fn server_main(
     let data = end
         .pd
         .reg_mr(
-            buffer_len(o, max).max(if o.verify { max * o.tx_depth } else { max }),
+            buffer_len(o, max),
             Access::LOCAL_WRITE | Access::REMOTE_WRITE | Access::REMOTE_READ,
         )
         .map_err(|e| BenchError::Thread(e.to_string()))?;
@@ -736,18 +777,18 @@ fn serve_size(
             }
             // A data Send (send-bw / send-lat).
             let s = c.wr_id as usize;
+            // Sends arrive in order (RFC 5040 5.5): this is the size's message `seq`.
+            let seq = received;
             received += 1;
             if o.verify {
                 let sge = ctl_slot(buf, bufs.slot, s, o.tx_depth);
                 let off = (sge.to - buf.base_to()) as usize;
                 let _ = buf.read(off, &mut scratch);
-                let seq = u64::from_le_bytes(first8(&scratch));
-                let mut expect = vec![0; size];
-                fill_pattern(&mut expect, seq);
-                if size >= 8 {
-                    expect[..8].copy_from_slice(&seq.to_le_bytes());
+                if c.byte_len as usize != size {
+                    errors += size as u64;
+                } else {
+                    errors += count_mismatches(&scratch, seq);
                 }
-                errors += expect.iter().zip(&scratch).filter(|(a, b)| a != b).count() as u64;
                 verified += size as u64;
             }
             end.post_recv(RecvWr {
@@ -803,9 +844,9 @@ fn serve_size(
             return Err(BenchError::Stalled("serving"));
         }
     }
-    if o.verify && o.test == Test::WriteBw {
-        // Every slot holds the last message written to it.
-        let iters = received_writes(o);
+    // Every slot holds the last message written to it (run_embedded refuses write-bw
+    // --verify in duration mode, where the count is unknown).
+    if let (true, Test::WriteBw, Length::Iterations(iters)) = (o.verify, o.test, o.length) {
         let slots = o.tx_depth as u64;
         let mut v = vec![0; size];
         for s in 0..slots.min(iters) {
@@ -815,18 +856,8 @@ fn serve_size(
             verified += size as u64;
         }
     }
-    let _ = received;
     end.ungranted = ungranted;
     Ok((errors, verified))
-}
-
-/// Iterations of a write-bw run in iteration mode (verification needs the count; in
-/// duration mode the client sends it in its done message — not supported with --verify).
-fn received_writes(o: &BenchOptions) -> u64 {
-    match o.length {
-        Length::Iterations(n) => n,
-        Length::Duration(_) => 0,
-    }
 }
 
 /// The server's registered memory, kept for the whole run (receives stay posted across
@@ -838,13 +869,6 @@ struct ServerBuffers {
     src: Mr,
     /// Slot size: the largest message.
     slot: usize,
-}
-
-fn first8(b: &[u8]) -> [u8; 8] {
-    let mut a = [0; 8];
-    let n = b.len().min(8);
-    a[..n].copy_from_slice(&b[..n]);
-    a
 }
 
 fn ctl_slot(buf: &Mr, size: usize, s: usize, slots: usize) -> control::verbs::Sge {
@@ -876,19 +900,22 @@ fn client_main(
     remote: mpsc::Receiver<Remote>,
     tell: mpsc::Sender<Remote>,
 ) -> Result<ClientOut, BenchError> {
-    // Receives for the server's credit messages.
-    let ctl = end
-        .pd
-        .reg_mr(64 * 64, Access::LOCAL_WRITE)
-        .map_err(|e| BenchError::Thread(e.to_string()))?;
-    for i in 0..if o.test == Test::SendBw { 64u64 } else { 0 } {
-        end.post_recv(RecvWr {
-            wr_id: WR_CREDIT | i,
-            local: ctl.sge(i * 64, 64),
-        })?;
+    if o.test == Test::SendBw {
+        // Receives for the server's credit grants, posted before the connection exists.
+        let mr = end
+            .pd
+            .reg_mr((CREDIT_SLOT * CREDIT_RECVS) as usize, Access::LOCAL_WRITE)
+            .map_err(|e| BenchError::Thread(e.to_string()))?;
+        for i in 0..CREDIT_RECVS {
+            end.post_recv(RecvWr {
+                wr_id: WR_CREDIT | i,
+                local: mr.sge(i * CREDIT_SLOT, CREDIT_SLOT as u32),
+            })?;
+        }
+        end.credit_mr = Some(mr);
+        end.credits = o.tx_depth as i64;
     }
-    end.credits = o.tx_depth as i64;
-    let _info = connect_client(end, dev, o, server)?;
+    connect_client(end, dev, o, server)?;
     let mut samples = Vec::new();
     let mut hist = None;
     for &size in &o.sizes {
@@ -905,9 +932,7 @@ fn client_main(
             }
         };
         let (s, h) = match o.test {
-            Test::WriteBw | Test::ReadBw | Test::SendBw => {
-                (bw_client(end, o, size, r, &ctl)?, None)
-            }
+            Test::WriteBw | Test::ReadBw | Test::SendBw => (bw_client(end, o, size, r)?, None),
             _ => {
                 let (s, h) = lat_client(end, o, size, r, &tell)?;
                 (s, Some(h))
@@ -928,8 +953,6 @@ fn client_main(
         })?;
         wait_one(end, |c| c.wr_id == WR_DONE, "finishing")?;
     }
-    // Credit receives stay posted: their region must outlive the connection.
-    end.keep.push(ctl);
     Ok((samples, hist))
 }
 
@@ -938,7 +961,6 @@ fn bw_client(
     o: &BenchOptions,
     size: usize,
     r: Remote,
-    ctl: &Mr,
 ) -> Result<Sample, BenchError> {
     let slots = o.tx_depth;
     let src_len = if o.verify && o.test != Test::ReadBw {
@@ -955,11 +977,8 @@ fn bw_client(
         Test::ReadBw => (o.tx_depth).min(o.ird_ord as usize).max(1),
         _ => o.tx_depth,
     };
-    let mut credits: i64 = if o.test == Test::SendBw {
-        slots as i64
-    } else {
-        i64::MAX
-    };
+    // send-bw: every Send needs a receive the server granted (End::step counts grants).
+    let limited = o.test == Test::SendBw;
     let total = match o.length {
         Length::Iterations(n) => Some(n),
         Length::Duration(_) => None,
@@ -993,7 +1012,7 @@ fn bw_client(
         // Keep the pipe full.
         while more_allowed(total, deadline, posted)
             && (posted - completed) < depth as u64
-            && credits > 0
+            && (!limited || end.credits > 0)
         {
             let i = posted;
             let slot = if o.verify && o.test != Test::ReadBw {
@@ -1004,9 +1023,6 @@ fn bw_client(
             let local = src.sge((slot * size) as u64, size as u32);
             if o.verify && o.test != Test::ReadBw {
                 fill_pattern(&mut stage, i);
-                if o.test == Test::SendBw && size >= 8 {
-                    stage[..8].copy_from_slice(&i.to_le_bytes());
-                }
                 let _ = src.write(slot * size, &stage);
             }
             let op = match o.test {
@@ -1028,8 +1044,8 @@ fn bw_client(
             })?;
             meter.post(start.elapsed());
             posted += 1;
-            if o.test == Test::SendBw {
-                credits -= 1;
+            if limited {
+                end.credits -= 1;
             }
             if !more_allowed(total, deadline, posted) {
                 break;
@@ -1039,17 +1055,6 @@ fn bw_client(
         let now = start.elapsed();
         let done = std::mem::take(&mut end.done);
         for c in &done {
-            if c.wr_id & WR_CREDIT != 0 && c.opcode == WcOpcode::Recv {
-                let off = (c.wr_id & 63) * 64;
-                let mut b = [0u8; 8];
-                let _ = ctl.read(off as usize, &mut b[..(c.byte_len as usize).min(8)]);
-                credits += u64::from_le_bytes(b) as i64;
-                end.post_recv(RecvWr {
-                    wr_id: c.wr_id,
-                    local: ctl.sge(off, 64),
-                })?;
-                continue;
-            }
             if c.opcode == WcOpcode::Recv {
                 continue;
             }
@@ -1058,6 +1063,7 @@ fn bw_client(
             if o.verify && o.test == Test::ReadBw {
                 let _ = src.read(0, &mut scratch);
                 verify_errors += count_mismatches(&scratch, 7);
+                end.verified += size as u64;
             }
         }
         end.done = done;

@@ -541,9 +541,11 @@ impl ConnectionManager {
             };
             match out {
                 Output::Send(bytes) => self.send_core(CoreCmd::Send { conn: id, bytes }),
+                // Graceful: a Terminate the machine just output (RFC 6581 8) must reach
+                // the peer before the FIN; a RST would discard it from the send queue.
                 Output::Close => self.send_core(CoreCmd::Close {
                     conn: id,
-                    abort: true,
+                    abort: false,
                 }),
                 Output::Event(Event::RequestReceived(r)) => {
                     let port = c.listen_port.unwrap_or(0);

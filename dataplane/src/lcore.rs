@@ -134,6 +134,9 @@ struct FpduConn {
     error_reported: bool,
     /// Asked TCP to close after the QP failed.
     close_requested: bool,
+    /// MULPDU: fixed for the connection, since data segments never carry SACK blocks
+    /// and so EMSS never changes (see the tcp module docs).
+    mulpdu: usize,
     /// A send work request the QP had no room for yet.
     held_send: Option<SendWr>,
     /// A receive work request the QP had no room for yet.
@@ -216,6 +219,8 @@ pub struct Core {
     ulpdu: Vec<u8>,
     stats: CoreStats,
     alignment_closed: AlignmentStats,
+    /// `IWARP_DEBUG` set: print each QP that leaves RTS, with its Terminates, to stderr.
+    trace_qp_errors: bool,
 }
 
 impl std::fmt::Debug for Core {
@@ -266,6 +271,7 @@ impl Core {
             ulpdu: Vec::with_capacity(65536),
             stats: CoreStats::default(),
             alignment_closed: AlignmentStats::default(),
+            trace_qp_errors: std::env::var_os("IWARP_DEBUG").is_some(),
         }
     }
 
@@ -359,10 +365,10 @@ impl Core {
             CoreCmd::Connect { conn, remote } => self.connect(now, conn, remote),
             CoreCmd::Send { conn, bytes } => {
                 if let Some(c) = self.conn_mut(conn) {
-                    if let Err((e, _)) = c.tcp.send_fpdu(bytes) {
-                        // Startup frames are small; a full queue means the connection is
-                        // unusable. Say so rather than drop octets silently.
-                        let _ = e;
+                    if c.tcp.send_fpdu(bytes).is_err() {
+                        // Startup frames are small: a refusal (full, closing) means the
+                        // connection is unusable. Reset it rather than drop octets; the
+                        // control thread learns it from the Closed event.
                         c.tcp.abort();
                         c.close_reason = Some(CloseReason::Local);
                     }
@@ -436,6 +442,7 @@ impl Core {
             return;
         };
         let retained = std::mem::take(retained);
+        let max_ulpdu = mulpdu(c.tcp.emss(), p.tx_mode.markers);
         let mut f = Box::new(FpduConn {
             framer: Framer::at_offset(p.tx_mode, p.tx_offset),
             deframer: Deframer::at_offset(p.rx_mode, p.rx_offset),
@@ -443,6 +450,7 @@ impl Core {
             rings: p.rings,
             error_reported: false,
             close_requested: false,
+            mulpdu: max_ulpdu,
             held_send: None,
             held_recv: None,
             failed: Vec::new(),
@@ -609,7 +617,7 @@ impl Core {
             if f.qp.state() != QpState::Rts && !f.error_reported {
                 f.error_reported = true;
                 f.rings.set_state(QpRingState::Error);
-                if std::env::var_os("IWARP_DEBUG").is_some() {
+                if self.trace_qp_errors {
                     eprintln!(
                         "qp {} (passive {}) error: sent {:?} received {:?} stats {:?}",
                         f.rings.qpn,
@@ -754,8 +762,7 @@ fn run_qp(
     stats: &mut CoreStats,
 ) -> usize {
     let mut work = take_work_requests(f);
-    let emss = tcp.emss();
-    let max = mulpdu(emss, f.framer.mode().markers);
+    let max = f.mulpdu;
     while f.qp.has_tx() && tcp.send_space() >= f.framer.wire_len(max) {
         ulpdu.clear();
         if !f.qp.poll_ulpdu(max, ulpdu) {

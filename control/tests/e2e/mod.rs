@@ -128,15 +128,31 @@ pub fn connect(
     })
 }
 
-/// Deterministic content for message `i` of `len` octets.
-pub fn pattern(i: u64, len: usize) -> Vec<u8> {
-    let mut x = i.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
-    (0..len)
-        .map(|_| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            x as u8
-        })
-        .collect()
+/// Octet `j` of message `seq`: position-dependent, so a shifted or misplaced copy fails.
+#[inline]
+pub fn byte(seq: u64, j: usize) -> u8 {
+    ((seq.wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ (j as u64).wrapping_mul(0xC2B2_AE3D_27D4_EB4F))
+        >> 32) as u8
+}
+
+/// Fills `buf` with message `seq`.
+pub fn fill(buf: &mut [u8], seq: u64) {
+    for (j, b) in buf.iter_mut().enumerate() {
+        *b = byte(seq, j);
+    }
+}
+
+/// Octets of `buf` that differ from message `seq`.
+pub fn check(buf: &[u8], seq: u64) -> usize {
+    buf.iter()
+        .enumerate()
+        .filter(|(j, b)| **b != byte(seq, *j))
+        .count()
+}
+
+/// Message `seq`, `len` octets long.
+pub fn pattern(seq: u64, len: usize) -> Vec<u8> {
+    let mut v = vec![0; len];
+    fill(&mut v, seq);
+    v
 }
