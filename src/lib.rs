@@ -4,10 +4,13 @@
 //! the parts other programs and integration tests use directly:
 //!
 //! * [`mod@bench`]: the benchmark runner (`iwarp bench`) over the embedded in-memory link.
+//! * [`deploy`]: config-file deployments: a node on a DPDK port (`iwarp serve`,
+//!   `iwarp bench --config`).
 //! * [`report`]: the result reporting of `iwarp bench`, a perftest-like RDMA benchmark:
 //!   bandwidth and latency meters, perftest 4.5's text layout, JSON, HdrHistogram
 //!   percentile files (`--hgrm`) and a terminal progress line.
 #![forbid(unsafe_code)]
 
 pub mod bench;
+pub mod deploy;
 pub mod report;

@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
-use crate::error::{DpdkError, EALREADY};
+use crate::error::{DpdkError, EALREADY, EINVAL};
 
 /// Set by the first [`Eal::init`]: `rte_eal_init` runs at most once per process.
 static EAL_STARTED: AtomicBool = AtomicBool::new(false);
@@ -88,6 +88,121 @@ impl Eal {
     pub fn port_count(&self) -> u16 {
         // SAFETY: EAL is initialised (self exists); the call only reads ethdev state.
         unsafe { dpdk_sys::rte_eth_dev_count_avail() }
+    }
+}
+
+impl Eal {
+    /// The EAL main lcore (the thread that called [`Eal::init`]).
+    pub fn main_lcore(&self) -> u32 {
+        // SAFETY: EAL is initialised (self exists); the call reads a value set at init.
+        unsafe { dpdk_sys::rte_get_main_lcore() }
+    }
+
+    /// Whether `lcore` is one of this process's EAL lcores (`-l`).
+    pub fn lcore_enabled(&self, lcore: u32) -> bool {
+        // SAFETY: EAL is initialised; the call only reads the lcore table (and checks
+        // the bound itself).
+        unsafe { dpdk_sys::rte_lcore_is_enabled(lcore) != 0 }
+    }
+
+    /// Runs `f` on the EAL worker lcore `lcore` (`rte_eal_remote_launch`): the thread
+    /// DPDK created and pinned for it at init, where `rte_lcore_id()` is `lcore` and
+    /// mempools use their per-lcore cache. [`Launched::join`] waits for the result
+    /// without spinning.
+    ///
+    /// Errors (`f` is dropped unrun): `lcore` is not an enabled lcore or is the main
+    /// lcore (`EINVAL`), or it is already running something (`EBUSY`).
+    pub fn launch<F, T>(&self, lcore: u32, f: F) -> Result<Launched<T>, DpdkError>
+    where
+        F: FnOnce() -> T + Send + 'static,
+        T: Send + 'static,
+    {
+        let target = format!("lcore {lcore}");
+        if !self.lcore_enabled(lcore) {
+            return Err(DpdkError::new(
+                "rte_eal_remote_launch",
+                target,
+                EINVAL,
+                "not an EAL lcore of this process (add it to -l / [eal] lcores)",
+            ));
+        }
+        if lcore == self.main_lcore() {
+            return Err(DpdkError::new(
+                "rte_eal_remote_launch",
+                target,
+                EINVAL,
+                "the main lcore cannot be launched on (it is the calling thread)",
+            ));
+        }
+        let (tx, rx) = std::sync::mpsc::sync_channel(1);
+        let job: Job = Box::new(move || {
+            let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(f));
+            let _ = tx.send(r.map_err(|_| ()));
+        });
+        let arg = Box::into_raw(Box::new(job));
+        // SAFETY: `trampoline` matches lcore_function_t and takes ownership of `arg` (a
+        // leaked Box<Job>) exactly once when it runs. The job is Send, so running it on
+        // the worker thread is sound; it cannot unwind into C (catch_unwind above).
+        let ret = unsafe { dpdk_sys::rte_eal_remote_launch(Some(trampoline), arg.cast(), lcore) };
+        if ret < 0 {
+            // SAFETY: DPDK refused, so the trampoline will never run: `arg` is still
+            // ours, from Box::into_raw above, and freed once here.
+            drop(unsafe { Box::from_raw(arg) });
+            return Err(DpdkError::from_ret("rte_eal_remote_launch", target, ret));
+        }
+        Ok(Launched {
+            lcore,
+            rx,
+            _eal: self.clone(),
+        })
+    }
+}
+
+type Job = Box<dyn FnOnce() + Send>;
+
+extern "C" fn trampoline(arg: *mut std::ffi::c_void) -> std::ffi::c_int {
+    // SAFETY: `arg` is the Box<Job> leaked by Eal::launch for this one launch; DPDK calls
+    // the function once, so ownership is taken back exactly once.
+    let job = unsafe { Box::from_raw(arg.cast::<Job>()) };
+    // The job catches panics of the user's function itself; its channel send cannot
+    // panic.
+    job();
+    0
+}
+
+/// A function running on an EAL worker lcore ([`Eal::launch`]).
+#[derive(Debug)]
+pub struct Launched<T> {
+    lcore: u32,
+    rx: std::sync::mpsc::Receiver<Result<T, ()>>,
+    _eal: Eal,
+}
+
+impl<T> Launched<T> {
+    /// The lcore it runs on.
+    pub fn lcore(&self) -> u32 {
+        self.lcore
+    }
+
+    /// Waits (blocking, not spinning) for the function to return and gives its result;
+    /// `Err` if it panicked (the panic message was printed on the worker).
+    pub fn join(self) -> Result<T, DpdkError> {
+        let r = self.rx.recv();
+        // SAFETY: EAL is initialised (self holds it); the function has returned (or its
+        // job was dropped), so this only waits for the worker's state to go back to WAIT,
+        // a few instructions away.
+        unsafe {
+            dpdk_sys::rte_eal_wait_lcore(self.lcore);
+        }
+        match r {
+            Ok(Ok(v)) => Ok(v),
+            _ => Err(DpdkError::new(
+                "rte_eal_remote_launch",
+                format!("lcore {}", self.lcore),
+                EINVAL,
+                "the launched function panicked",
+            )),
+        }
     }
 }
 

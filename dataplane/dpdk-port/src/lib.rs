@@ -86,7 +86,7 @@ mod error;
 mod port;
 
 pub use config::{PortConfig, DEFAULT_MTU, DEFAULT_RING, MAX_MTU, MIN_MTU, RX_BURST, TX_PENDING};
-pub use eal::Eal;
+pub use eal::{Eal, Launched};
 pub use error::DpdkError;
 pub use port::{DeviceStats, DpdkPort, FLUSH_RETRIES};
 

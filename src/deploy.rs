@@ -1,0 +1,402 @@
+//! Config-file deployments: one iWARP node on a DPDK port described by an
+//! [`appconfig::Config`] (`iwarp serve --config FILE`, `iwarp bench --config FILE --peer
+//! ADDR`).
+//!
+//! [`open`] validates the selection, starts DPDK's EAL with the file's arguments, opens
+//! the chosen port and builds the node's [`Device`] (its control thread starts then) and
+//! [`Core`]. [`Node::run`] runs a job that drives the core on the port's dataplane lcore
+//! (the `[[lcores]]` entry that polls the port), through `rte_eal_remote_launch`, so the
+//! core runs on the CPU DPDK pinned for it while the control thread stays on the main
+//! lcore.
+//!
+//! The translations from the file's tables to the engine's configuration live here too:
+//! [`tcp_config`], [`initiator_config`], [`responder_config`].
+
+use std::fmt;
+use std::net::Ipv4Addr;
+use std::time::Duration;
+
+use appconfig::{Config, Driver, Mpa, MpaDialect, RtrType as CfgRtr};
+use control::startup::{Dialect, InitiatorConfig, ResponderConfig, RtrType, RtrTypes};
+use control::verbs::Device;
+use dataplane::lcore::Core;
+use dataplane::tcp;
+
+/// Why a deployment could not be opened or run.
+#[derive(Debug)]
+pub enum DeployError {
+    /// The file selects nothing usable: no such port, a `mem` port, no port for the
+    /// peer's address. The message says what to change.
+    Select(String),
+    /// This build has no DPDK (built without the `dpdk` feature).
+    NoDpdk,
+    /// A DPDK call failed.
+    Dpdk(String),
+}
+
+impl fmt::Display for DeployError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            DeployError::Select(m) => write!(f, "{m}"),
+            DeployError::NoDpdk => write!(
+                f,
+                "this iwarp was built without DPDK (cargo feature `dpdk`); only the embedded \
+                 default is available"
+            ),
+            DeployError::Dpdk(m) => write!(f, "DPDK: {m}"),
+        }
+    }
+}
+
+impl std::error::Error for DeployError {}
+
+/// The port a node uses: by `name` if given; else the port whose prefix holds `peer`
+/// (when given); else the only port. Returns its index in `cfg.ports`.
+pub fn select_port(
+    cfg: &Config,
+    name: Option<&str>,
+    peer: Option<Ipv4Addr>,
+) -> Result<usize, DeployError> {
+    let i = if let Some(n) = name {
+        cfg.ports
+            .iter()
+            .position(|p| p.name == n)
+            .ok_or_else(|| DeployError::Select(format!("no [[ports]] entry is named {n:?}")))?
+    } else if let Some(ip) = peer.and_then(|ip| {
+        cfg.ports
+            .iter()
+            .position(|p| in_prefix(ip, p.ipv4.addr, p.ipv4.len))
+    }) {
+        ip
+    } else if cfg.ports.len() == 1 {
+        0
+    } else if let Some(ip) = peer {
+        match cfg.ports.iter().position(|p| p.gateway.is_some()) {
+            Some(i) => i,
+            None => {
+                return Err(DeployError::Select(format!(
+                    "no port's prefix holds {ip} and none has a gateway; name the port"
+                )))
+            }
+        }
+    } else {
+        return Err(DeployError::Select(
+            "the file has several ports: name the one to use".into(),
+        ));
+    };
+    let p = &cfg.ports[i];
+    if p.driver == Driver::Mem {
+        return Err(DeployError::Select(format!(
+            "port {:?} is a `mem` port: the in-memory link exists only inside one process \
+             (run `iwarp bench` without --config for the embedded default)",
+            p.name
+        )));
+    }
+    Ok(i)
+}
+
+fn in_prefix(ip: Ipv4Addr, net: Ipv4Addr, len: u8) -> bool {
+    let mask = if len == 0 {
+        0
+    } else {
+        u32::MAX << (32 - u32::from(len.min(32)))
+    };
+    u32::from(ip) & mask == u32::from(net) & mask
+}
+
+/// The TCP engine configuration of a port with `mtu` from the file's `[tcp]` table.
+pub fn tcp_config(t: &appconfig::Tcp, mtu: usize) -> tcp::Config {
+    let us = |d: Duration| smoltcp::time::Duration::from_micros(d.as_micros() as u64);
+    tcp::Config {
+        mtu,
+        recv_buffer: t.recv_buffer as usize,
+        send_buffer: t.send_buffer as usize,
+        window_scaling: t.window_scaling,
+        timestamps: t.timestamps,
+        sack: t.sack,
+        rto_initial: us(t.rto_initial.0),
+        rto_min: us(t.rto_min.0),
+        delayed_ack: if t.delayed_ack {
+            tcp::Config::default().delayed_ack
+        } else {
+            smoltcp::time::Duration::ZERO
+        },
+        ..tcp::Config::default()
+    }
+}
+
+fn dialect(d: MpaDialect) -> Dialect {
+    match d {
+        MpaDialect::Rfc6581 => Dialect::Rfc6581,
+        MpaDialect::Draft2010 => Dialect::Draft2010,
+        MpaDialect::RtrFrame2007 => Dialect::RtrFrame2007,
+    }
+}
+
+fn rtr_types(types: &[CfgRtr]) -> (RtrTypes, [RtrType; 3]) {
+    let map = |t: &CfgRtr| match t {
+        CfgRtr::Write => RtrType::Write,
+        CfgRtr::Read => RtrType::Read,
+        CfgRtr::Send => RtrType::Send,
+    };
+    let mut pref: Vec<RtrType> = types.iter().map(map).collect();
+    for t in [RtrType::Write, RtrType::Read, RtrType::Send] {
+        if !pref.contains(&t) {
+            pref.push(t);
+        }
+    }
+    let set = RtrTypes::from_types(&types.iter().map(map).collect::<Vec<_>>());
+    (set, [pref[0], pref[1], pref[2]])
+}
+
+/// The MPA Initiator configuration of the file's `[mpa]` policy.
+pub fn initiator_config(m: &Mpa) -> InitiatorConfig {
+    let (types, preference) = rtr_types(&m.rtr_types);
+    InitiatorConfig {
+        dialect: dialect(m.dialect),
+        markers: m.markers,
+        crc: m.crc,
+        enhanced: m.rev >= 2,
+        ird: m.ird,
+        ord: m.ord,
+        peer_to_peer: m.peer_to_peer,
+        rtr_types: types,
+        rtr_preference: preference,
+        reply_timeout: Some(m.reply_timeout.0),
+        ..InitiatorConfig::default()
+    }
+}
+
+/// The MPA Responder configuration of the file's `[mpa]` policy (with a listener's
+/// overrides already applied, [`Mpa::with_overrides`]).
+pub fn responder_config(m: &Mpa) -> ResponderConfig {
+    let (types, preference) = rtr_types(&m.rtr_types);
+    ResponderConfig {
+        dialect: dialect(m.dialect),
+        markers: m.markers,
+        crc: m.crc,
+        rtr_types: types,
+        rtr_preference: preference,
+        max_rev: m.rev,
+        request_timeout: Some(m.request_timeout.0),
+        rtr_timeout: Some(m.rtr_timeout.0),
+        ..ResponderConfig::default()
+    }
+}
+
+/// One node of a deployment: a device on a DPDK port, with the core that drives it.
+pub struct Node {
+    /// The verbs device (its control thread runs).
+    pub device: Device,
+    /// The core polling the port; run it with [`Node::run`].
+    pub core: Core,
+    /// The port's `[[ports]]` name.
+    pub port_name: String,
+    /// The port's address.
+    pub addr: Ipv4Addr,
+    /// The `[[lcores]]` id that polls the port, if the file says.
+    pub lcore: Option<u32>,
+    #[cfg(feature = "dpdk")]
+    eal: dpdk_port::Eal,
+}
+
+impl fmt::Debug for Node {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Node")
+            .field("port_name", &self.port_name)
+            .field("addr", &self.addr)
+            .field("lcore", &self.lcore)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Opens the node of `cfg` on port `port` (an index from [`select_port`]): starts EAL
+/// with [`Config::eal_argv`], opens the DPDK device, and builds its device and core.
+#[cfg(feature = "dpdk")]
+pub fn open(cfg: &Config, port: usize) -> Result<Node, DeployError> {
+    use dataplane::lcore::CoreConfig;
+    use dataplane::net::NetConfig;
+    use dataplane::port::Port;
+    use dpdk_port::{DpdkPort, Eal, PortConfig};
+
+    let p = cfg
+        .ports
+        .get(port)
+        .ok_or_else(|| DeployError::Select(format!("no port {port}")))?;
+    let pcfg = PortConfig::from_ports(&cfg.ports)
+        .swap_remove(port)
+        .ok_or_else(|| DeployError::Select(format!("port {:?} has no DPDK device", p.name)))?;
+    let eal = Eal::init(&cfg.eal_argv()).map_err(|e| DeployError::Dpdk(e.to_string()))?;
+    let dpdk = DpdkPort::open(&eal, &pcfg).map_err(|e| DeployError::Dpdk(e.to_string()))?;
+    let mtu = dpdk.mtu();
+    let core_cfg = CoreConfig {
+        net: NetConfig {
+            mac: dpdk.mac(),
+            addr: p.ipv4.addr,
+            prefix_len: p.ipv4.len,
+            gateway: p.gateway,
+            mtu,
+        },
+        tcp: tcp_config(&cfg.tcp, mtu),
+        isn_key: None,
+    };
+    let (device, core) = control::verbs::open(core_cfg, Box::new(dpdk));
+    let lcore = cfg
+        .lcores
+        .iter()
+        .find(|l| l.ports.iter().any(|n| *n == p.name))
+        .map(|l| l.id);
+    Ok(Node {
+        device,
+        core,
+        port_name: p.name.clone(),
+        addr: p.ipv4.addr,
+        lcore,
+        eal,
+    })
+}
+
+/// Without DPDK there is nothing to open.
+#[cfg(not(feature = "dpdk"))]
+pub fn open(_cfg: &Config, _port: usize) -> Result<Node, DeployError> {
+    Err(DeployError::NoDpdk)
+}
+
+impl Node {
+    /// Runs `job` with the device and core on the port's dataplane lcore (EAL remote
+    /// launch), or on the calling thread when the file names no lcore for the port or
+    /// names the main lcore. Blocks until the job returns.
+    pub fn run<F, T>(self, job: F) -> Result<T, DeployError>
+    where
+        F: FnOnce(Device, Core) -> T + Send + 'static,
+        T: Send + 'static,
+    {
+        #[cfg(feature = "dpdk")]
+        {
+            let Node {
+                device,
+                core,
+                lcore,
+                eal,
+                ..
+            } = self;
+            match lcore {
+                Some(l) if l != eal.main_lcore() => {
+                    let launched = eal
+                        .launch(l, move || job(device, core))
+                        .map_err(|e| DeployError::Dpdk(e.to_string()))?;
+                    launched
+                        .join()
+                        .map_err(|e| DeployError::Dpdk(e.to_string()))
+                }
+                _ => Ok(job(device, core)),
+            }
+        }
+        #[cfg(not(feature = "dpdk"))]
+        {
+            Ok(job(self.device, self.core))
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cfg(text: &str) -> Config {
+        appconfig::from_str(text, "t.toml").expect("valid config")
+    }
+
+    const TWO: &str = r#"
+[[ports]]
+name = "a"
+driver = "af_packet"
+iface = "veth0"
+ipv4 = "10.1.0.1/24"
+[[ports]]
+name = "b"
+driver = "tap"
+iface = "tap0"
+ipv4 = "10.2.0.1/16"
+gateway = "10.2.0.254"
+[[lcores]]
+id = 1
+ports = ["a", "b"]
+"#;
+
+    #[test]
+    fn port_selected_by_name_prefix_or_gateway() {
+        let c = cfg(TWO);
+        assert_eq!(select_port(&c, Some("b"), None).unwrap(), 1);
+        assert_eq!(
+            select_port(&c, None, Some(Ipv4Addr::new(10, 1, 0, 9))).unwrap(),
+            0
+        );
+        assert_eq!(
+            select_port(&c, None, Some(Ipv4Addr::new(10, 2, 200, 9))).unwrap(),
+            1
+        );
+        // Outside both prefixes: the port with a gateway.
+        assert_eq!(
+            select_port(&c, None, Some(Ipv4Addr::new(192, 0, 2, 1))).unwrap(),
+            1
+        );
+        let e = select_port(&c, Some("c"), None).unwrap_err().to_string();
+        assert!(e.contains("\"c\""), "{e}");
+        let e = select_port(&c, None, None).unwrap_err().to_string();
+        assert!(e.contains("several ports"), "{e}");
+    }
+
+    #[test]
+    fn mem_port_is_refused_with_a_hint() {
+        let c = cfg(include_str!("../config/loopback.toml"));
+        let e = select_port(&c, Some("p0"), None).unwrap_err().to_string();
+        assert!(e.contains("without --config"), "{e}");
+    }
+
+    #[test]
+    fn mpa_policy_translates() {
+        let mut m = Mpa {
+            markers: true,
+            crc: false,
+            rev: 2,
+            ird: 7,
+            ord: 9,
+            rtr_types: vec![CfgRtr::Read, CfgRtr::Send],
+            ..Mpa::default()
+        };
+        let i = initiator_config(&m);
+        assert!(i.markers && !i.crc && i.enhanced && i.peer_to_peer);
+        assert_eq!((i.ird, i.ord), (7, 9));
+        assert_eq!(
+            i.rtr_types,
+            RtrTypes::NONE.with(RtrType::Read).with(RtrType::Send)
+        );
+        assert_eq!(
+            i.rtr_preference,
+            [RtrType::Read, RtrType::Send, RtrType::Write]
+        );
+        let r = responder_config(&m);
+        assert!(r.markers && !r.crc);
+        assert_eq!(r.max_rev, 2);
+        m.rev = 1;
+        assert!(!initiator_config(&m).enhanced);
+        assert_eq!(responder_config(&m).max_rev, 1);
+    }
+
+    #[test]
+    fn tcp_table_translates() {
+        let mut t = appconfig::Tcp {
+            sack: true,
+            delayed_ack: false,
+            ..appconfig::Tcp::default()
+        };
+        t.rto_min.0 = Duration::from_micros(1500);
+        let c = tcp_config(&t, 9000);
+        assert_eq!(c.mtu, 9000);
+        assert!(c.sack);
+        assert_eq!(c.rto_min, smoltcp::time::Duration::from_micros(1500));
+        assert_eq!(c.delayed_ack, smoltcp::time::Duration::ZERO);
+        assert_eq!(c.recv_buffer, 256 * 1024);
+    }
+}
