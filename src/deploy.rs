@@ -244,7 +244,7 @@ pub fn open(cfg: &Config, port: usize) -> Result<Node, DeployError> {
     let lcore = cfg
         .lcores
         .iter()
-        .find(|l| l.ports.iter().any(|n| *n == p.name))
+        .find(|l| l.ports.contains(&p.name))
         .map(|l| l.id);
     Ok(Node {
         device,

@@ -29,8 +29,11 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
-    /// Run a perftest-like benchmark (both ends in this process over the in-memory link).
+    /// Run a perftest-like benchmark: both ends in this process over the in-memory link,
+    /// or, with --config, a client on a DPDK port against an `iwarp serve`.
     Bench(BenchArgs),
+    /// Serve `iwarp bench` clients on a DPDK port described by a deployment file.
+    Serve(ServeArgs),
     /// Decode one half connection's byte stream: MPA startup frame, FPDUs, DDP/RDMAP.
     Decode(DecodeArgs),
 }
@@ -58,6 +61,19 @@ struct DecodeArgs {
     /// One JSON object per line instead of the readable listing.
     #[arg(long)]
     json: bool,
+}
+
+#[derive(Args)]
+struct ServeArgs {
+    /// The deployment file (TOML; see config/README.md).
+    #[arg(long, value_name = "FILE")]
+    config: PathBuf,
+    /// The `[[ports]]` entry to serve on (default: the only port, or the listeners' port).
+    #[arg(long, value_name = "NAME")]
+    port_name: Option<String>,
+    /// Exit after this many sessions (default: serve until killed).
+    #[arg(long, value_name = "N")]
+    count: Option<u64>,
 }
 
 #[derive(Clone, Copy, clap::ValueEnum)]
@@ -112,9 +128,20 @@ struct BenchArgs {
     /// Peer-to-peer model with this RTR (RFC 6581).
     #[arg(long, value_enum)]
     p2p: Option<RtrName>,
-    /// IRD and ORD to ask for.
-    #[arg(long, default_value_t = 16)]
-    ird_ord: u16,
+    /// IRD and ORD to ask for (default 16, or the file's [mpa] ird/ord with --config).
+    #[arg(long)]
+    ird_ord: Option<u16>,
+    /// Run as a client on a DPDK port from this deployment file against `--peer`.
+    #[arg(long, value_name = "FILE")]
+    config: Option<PathBuf>,
+    /// The server (`iwarp serve`), as ADDR or ADDR:PORT (port 18515 if left out).
+    /// Default: the file's [bench] peer.
+    #[arg(long, value_name = "ADDR", requires = "config")]
+    peer: Option<String>,
+    /// The `[[ports]]` entry to use (default: the file's [bench] port_name, else the port
+    /// whose prefix holds the peer).
+    #[arg(long, value_name = "NAME", requires = "config")]
+    port_name: Option<String>,
     /// Probability that the wire loses a frame (both directions).
     #[arg(long, default_value_t = 0.0)]
     loss: f64,
@@ -202,7 +229,7 @@ fn run_bench(a: BenchArgs) -> Result<bool, String> {
                 RtrName::Send => control::startup::RtrType::Send,
             }),
         },
-        ird_ord: a.ird_ord,
+        ird_ord: a.ird_ord.unwrap_or(16),
         faults: Faults {
             loss: a.loss,
             reorder: a.reorder,
@@ -214,19 +241,34 @@ fn run_bench(a: BenchArgs) -> Result<bool, String> {
         verify: a.verify,
         progress: !a.json,
     };
-    let out = bench::run_embedded(&opts).map_err(|e| e.to_string())?;
+    let out = match &a.config {
+        None => bench::run_embedded(&opts).map_err(|e| e.to_string())?,
+        Some(path) => {
+            if opts.faults != Faults::default() || a.mtu != 1500 {
+                return Err(
+                    "--mtu and fault injection apply to the in-memory link only; with --config \
+                     the MTU is the port's `mtu`"
+                        .into(),
+                );
+            }
+            bench_on_config(path, &a, opts)?
+        }
+    };
     if a.json {
         print!("{}", iwarp::report::to_json(&out.report));
     } else {
         print!("{}", iwarp::report::to_text(&out.report));
-        let [c, s] = out.alignment;
-        println!(
-            " FPDU-aligned segments: client new {:.4} rtx {:.4} ({} retransmitted octets), server new {:.4}",
+        let c = out.alignment[0];
+        print!(
+            " FPDU-aligned segments: client new {:.4} rtx {:.4} ({} retransmitted octets)",
             c.new_whole_ratio(),
             c.rtx_whole_ratio(),
             c.retransmitted_octets,
-            s.new_whole_ratio()
         );
+        match out.alignment.get(1) {
+            Some(s) => println!(", server new {:.4}", s.new_whole_ratio()),
+            None => println!(),
+        }
         if a.verify {
             println!(
                 " verified {} octets, {} wrong",
@@ -240,6 +282,171 @@ fn run_bench(a: BenchArgs) -> Result<bool, String> {
             .map_err(|e| format!("{}: {e}", path.display()))?;
     }
     Ok(out.verify_errors == 0)
+}
+
+fn load_config(path: &std::path::Path) -> Result<appconfig::Config, String> {
+    appconfig::load(path).map_err(|e| e.to_string())
+}
+
+/// `iwarp bench --config FILE`: the client on the file's DPDK port.
+fn bench_on_config(
+    path: &std::path::Path,
+    a: &BenchArgs,
+    mut opts: iwarp::bench::BenchOptions,
+) -> Result<iwarp::bench::BenchOutcome, String> {
+    use std::net::{Ipv4Addr, SocketAddrV4};
+    let cfg = load_config(path)?;
+    let peer = match (&a.peer, &cfg.bench) {
+        (Some(p), _) => match p.parse::<SocketAddrV4>() {
+            Ok(s) => s,
+            Err(_) => SocketAddrV4::new(
+                p.parse::<Ipv4Addr>()
+                    .map_err(|_| format!("--peer {p:?} is not ADDR or ADDR:PORT"))?,
+                control::embedded::BENCH_PORT,
+            ),
+        },
+        (None, Some(b)) => b.peer,
+        (None, None) => {
+            return Err(format!(
+                "{}: no peer: give --peer or a [bench] peer",
+                path.display()
+            ))
+        }
+    };
+    let name = a
+        .port_name
+        .clone()
+        .or_else(|| cfg.bench.as_ref().and_then(|b| b.port_name.clone()));
+    let port = iwarp::deploy::select_port(&cfg, name.as_deref(), Some(*peer.ip()))
+        .map_err(|e| format!("{}: {e}", path.display()))?;
+    let mut mpa = iwarp::deploy::initiator_config(&cfg.mpa);
+    // Command-line MPA flags override the file.
+    if a.markers {
+        mpa.markers = true;
+    }
+    if a.no_crc {
+        mpa.crc = false;
+    }
+    if a.rev1 {
+        mpa.enhanced = false;
+        mpa.peer_to_peer = false;
+    }
+    if let Some(t) = opts.mpa.rtr {
+        mpa.peer_to_peer = true;
+        mpa.rtr_types = control::startup::RtrTypes::NONE.with(t);
+        mpa.rtr_preference = [t, t, t];
+    }
+    if let Some(n) = a.ird_ord {
+        mpa.ird = n;
+        mpa.ord = n;
+    }
+    opts.mpa = iwarp::bench::MpaMode {
+        markers: mpa.markers,
+        crc: mpa.crc,
+        rev1: !mpa.enhanced,
+        rtr: mpa.peer_to_peer.then_some(mpa.rtr_preference[0]),
+    };
+    opts.ird_ord = mpa.ord;
+    let p = &cfg.ports[port];
+    let link = format!("{} {} mtu={}", p.driver.as_str(), p.name, p.mtu);
+    opts.mtu = usize::from(p.mtu);
+    let node = iwarp::deploy::open(&cfg, port).map_err(|e| e.to_string())?;
+    let o = opts.clone();
+    let (core, r) = node
+        .run(move |dev, core| iwarp::bench::run_client(&dev, core, &o, peer, mpa))
+        .map_err(|e| e.to_string())?;
+    let client = r.map_err(|e| e.to_string())?;
+    Ok(iwarp::bench::outcome(
+        &opts,
+        client,
+        vec![core.alignment()],
+        link,
+    ))
+}
+
+/// `iwarp serve --config FILE`.
+fn run_serve(a: ServeArgs) -> Result<bool, String> {
+    use iwarp::bench::Test;
+    let cfg = load_config(&a.config)?;
+    let name = a
+        .port_name
+        .clone()
+        .or_else(|| cfg.listeners.iter().find_map(|l| l.port_name.clone()));
+    let port = iwarp::deploy::select_port(&cfg, name.as_deref(), None)
+        .map_err(|e| format!("{}: {e}", a.config.display()))?;
+    let pname = cfg.ports[port].name.clone();
+    let paddr = cfg.ports[port].ipv4.addr;
+    let listeners: Vec<(u16, control::startup::ResponderConfig)> = cfg
+        .listeners
+        .iter()
+        .filter(|l| {
+            l.port_name.as_deref().is_none_or(|n| n == pname)
+                && l.address.is_none_or(|ad| ad == paddr)
+        })
+        .map(|l| {
+            let mpa = match &l.mpa {
+                Some(ov) => cfg.mpa.with_overrides(ov),
+                None => cfg.mpa.clone(),
+            };
+            (l.tcp_port, iwarp::deploy::responder_config(&mpa))
+        })
+        .collect();
+    if listeners.is_empty() {
+        return Err(format!(
+            "{}: no [[listeners]] entry on port {pname:?}",
+            a.config.display()
+        ));
+    }
+    let node = iwarp::deploy::open(&cfg, port).map_err(|e| e.to_string())?;
+    let count = a.count;
+    let ok = node
+        .run(move |dev, mut core| -> Result<bool, String> {
+            let mut ls = Vec::new();
+            for (tcp_port, rc) in listeners {
+                let l = dev
+                    .listen(tcp_port, rc)
+                    .map_err(|e| format!("listening on {paddr}:{tcp_port}: {e}"))?;
+                println!("listening on {paddr}:{tcp_port} ({pname})");
+                ls.push(l);
+            }
+            let _ = std::io::stdout().flush();
+            let mut ok = true;
+            let mut n = 0u64;
+            while count.is_none_or(|c| n < c) {
+                let (c, r) = iwarp::bench::serve_session(&dev, core, &ls, None);
+                core = c;
+                n += 1;
+                match r {
+                    Ok(Some(s)) => {
+                        let verb = match s.hello.test {
+                            Test::WriteBw => "write-bw",
+                            Test::WriteLat => "write-lat",
+                            Test::ReadBw => "read-bw",
+                            Test::ReadLat => "read-lat",
+                            Test::SendBw => "send-bw",
+                            Test::SendLat => "send-lat",
+                        };
+                        println!(
+                            "session {n} from {}: {verb}, {} size(s), verified {} octets, {} wrong",
+                            s.peer,
+                            s.hello.sizes.len(),
+                            s.result.verified,
+                            s.result.errors
+                        );
+                        ok &= s.result.errors == 0;
+                    }
+                    Ok(None) => {}
+                    Err(e) => {
+                        println!("session {n} failed: {e}");
+                        ok = false;
+                    }
+                }
+                let _ = std::io::stdout().flush();
+            }
+            Ok(ok)
+        })
+        .map_err(|e| e.to_string())??;
+    Ok(ok)
 }
 
 fn read_input(path: &PathBuf) -> std::io::Result<Vec<u8>> {
@@ -298,6 +505,7 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Command::Decode(args) => run_decode(args),
         Command::Bench(args) => run_bench(args),
+        Command::Serve(args) => run_serve(args),
     };
     match result {
         Ok(true) => ExitCode::SUCCESS,

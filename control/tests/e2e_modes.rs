@@ -245,3 +245,69 @@ fn connects_peer_to_peer_and_both_sides_agree() {
         (conn.b.qp.state() == dataplane::rings::QpRingState::Rts).then_some(())
     });
 }
+
+/// The messages a peer sends just before closing reach the consumer: the FPDUs before the
+/// FIN are placed and completed before the close flushes the QP (a FIN and the last data
+/// often arrive in one burst, or one segment).
+#[test]
+fn messages_sent_right_before_a_disconnect_are_delivered() {
+    let mut env = Env::perfect();
+    let (i, r) = configs(Mode {
+        markers: false,
+        crc: true,
+        enhanced: true,
+        rtr: Some(RtrType::Write),
+    });
+    let conn = connect(&mut env, i, r, AcceptParams::default(), |_, _, _| {}).unwrap();
+    let dst = conn.b.pd.reg_mr(64 * 100, Access::LOCAL_WRITE).unwrap();
+    for k in 0..100u64 {
+        conn.b
+            .qp
+            .post_recv(RecvWr {
+                wr_id: k,
+                local: dst.sge(k * 64, 64),
+            })
+            .unwrap();
+    }
+    env.until("B's QP published", |_| {
+        (conn.b.qp.state() == dataplane::rings::QpRingState::Rts).then_some(())
+    });
+    env.pump();
+    let src = conn.a.pd.reg_mr(64 * 10, Access::LOCAL_WRITE).unwrap();
+    for k in 0..10u64 {
+        src.write(k as usize * 64, &pattern(k, 64)).unwrap();
+        conn.a
+            .qp
+            .post_send(SendWr {
+                wr_id: k,
+                op: SendOp::Send,
+                local: src.sge(k * 64, 64),
+                signaled: false,
+            })
+            .unwrap();
+    }
+    // Only A runs until its FIN has gone out, so B finds the FPDUs and the FIN in one
+    // receive burst.
+    env.pair.a.disconnect(conn.info_a.conn);
+    let until = std::time::Instant::now() + std::time::Duration::from_millis(200);
+    while std::time::Instant::now() < until {
+        env.pair.core_a.poll();
+    }
+    let mut got = Vec::new();
+    env.until("B's ten receives", |env| {
+        let _ = env;
+        while let Some(c) = conn.b.cq.poll_one() {
+            if c.status == WcStatus::Success {
+                got.push(c);
+            }
+        }
+        (got.len() == 10).then_some(())
+    });
+    for (k, c) in got.iter().enumerate() {
+        assert_eq!(c.wr_id, k as u64);
+        assert_eq!(c.byte_len, 64);
+        let mut b = vec![0; 64];
+        dst.read(k * 64, &mut b).unwrap();
+        assert_eq!(check(&b, k as u64), 0, "message {k}");
+    }
+}

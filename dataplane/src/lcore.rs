@@ -547,6 +547,7 @@ impl Core {
         };
         let mut work = 0;
         let mut out: Vec<CoreEvent> = Vec::new();
+        let mut peer_closed = false;
         while let Some(ev) = c.tcp.poll_event() {
             work += 1;
             match ev {
@@ -560,15 +561,8 @@ impl Core {
                 }
                 tcp::Event::PeerClosed => match &mut c.phase {
                     Phase::Streaming { .. } => out.push(CoreEvent::PeerFin { conn: c.id }),
-                    Phase::Fpdu(f) => {
-                        c.close_reason.get_or_insert(CloseReason::PeerClosed);
-                        // RFC 5044 8: a close in the middle of an FPDU, or any close the
-                        // ULP did not ask for, is an LLP error for the QP.
-                        let code = MpaErrorCode::TcpClosed;
-                        f.qp.on_llp_error(TermError::Llp(code));
-                        c.tcp.close();
-                        f.close_requested = true;
-                    }
+                    // Acted on after the octets that precede the FIN are placed (below).
+                    Phase::Fpdu(_) => peer_closed = true,
                 },
                 tcp::Event::Reset => {
                     c.close_reason.get_or_insert(CloseReason::Reset);
@@ -608,6 +602,15 @@ impl Core {
                 });
                 self.stats.fpdus_received += n as u64;
                 work += n;
+                if peer_closed {
+                    c.close_reason.get_or_insert(CloseReason::PeerClosed);
+                    // RFC 5044 8: a close in the middle of an FPDU, or any close the ULP
+                    // did not ask for, is an LLP error for the QP; the FPDUs before the
+                    // FIN have been placed and completed above.
+                    f.qp.on_llp_error(TermError::Llp(MpaErrorCode::TcpClosed));
+                    c.tcp.close();
+                    f.close_requested = true;
+                }
             }
         }
 

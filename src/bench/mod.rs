@@ -27,19 +27,24 @@
 
 use std::fmt;
 use std::net::SocketAddrV4;
-use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
-use control::cm::{CmError, ConnInfo};
+use control::cm::{CmError, ConnInfo, ConnRequest};
 use control::embedded::{self, BENCH_PORT};
 use control::startup::{RtrType, RtrTypes};
 use control::verbs::{
-    AcceptParams, Access, Completion, Cq, Device, InitiatorConfig, Mr, Pd, QpInit, QueuePair,
-    RecvWr, ResponderConfig, SendOp, SendWr, WcOpcode, WcStatus,
+    AcceptParams, Access, Completion, Cq, Device, InitiatorConfig, Listener, Mr, Pd, QpInit,
+    QueuePair, RecvWr, ResponderConfig, SendOp, SendWr, WcOpcode, WcStatus,
 };
 use dataplane::lcore::{AlignmentStats, Core};
 use dataplane::port::mem::WireConfig;
+use dataplane::rings::ConnId;
 use hdrhistogram::Histogram;
+
+pub mod proto;
+
+use proto::RESULT_LEN;
+pub use proto::{Hello, RemoteBuffer, ServerResult};
 
 use crate::report::{BwMeter, LatMeter, Progress, ProgressTotal, Report, ReportParams, Sample};
 
@@ -257,8 +262,9 @@ pub struct BenchOutcome {
     pub report: Report,
     /// The latency histogram of the last size (latency tests), in nanoseconds.
     pub histogram: Option<Histogram<u64>>,
-    /// Segment alignment of the client's and the server's TCP (RFC 5044 5.3).
-    pub alignment: [AlignmentStats; 2],
+    /// Segment alignment of the client's TCP, then the server's when it ran in this
+    /// process (RFC 5044 5.3).
+    pub alignment: Vec<AlignmentStats>,
     /// Octets found wrong by `--verify` (always 0 in a correct run).
     pub verify_errors: u64,
     /// Octets checked by `--verify`.
@@ -276,6 +282,8 @@ pub enum BenchError {
     Completion(Completion),
     /// The run stalled.
     Stalled(&'static str),
+    /// The peer is not an `iwarp bench` endpoint, or sent a malformed message.
+    Protocol(String),
     /// A thread failed.
     Thread(String),
 }
@@ -296,6 +304,7 @@ impl fmt::Display for BenchError {
                     .unwrap_or_default()
             ),
             BenchError::Stalled(what) => write!(f, "no progress for 10 s while {what}"),
+            BenchError::Protocol(m) => write!(f, "protocol: {m}"),
             BenchError::Thread(s) => write!(f, "benchmark thread failed: {s}"),
         }
     }
@@ -305,6 +314,9 @@ impl std::error::Error for BenchError {}
 
 /// Longest a run may go without any progress.
 const STALL: Duration = Duration::from_secs(10);
+
+/// The largest message size (1 GiB).
+pub const MAX_SIZE: usize = 1 << 30;
 
 /// Deterministic content of message `i`, octet `j`.
 #[inline]
@@ -345,6 +357,12 @@ struct End {
     /// Where credit grants land (client of send-bw); its receives stay posted for the
     /// whole connection.
     credit_mr: Option<Mr>,
+    /// The server's verification result, once received (client).
+    server_result: Option<ServerResult>,
+    /// Ready messages received and not yet taken (client).
+    ready: u64,
+    /// Credit grants sent (server of send-bw).
+    grants_sent: u64,
 }
 
 impl End {
@@ -365,7 +383,15 @@ impl End {
             ungranted: 0,
             verified: 0,
             credit_mr: None,
+            server_result: None,
+            ready: 0,
+            grants_sent: 0,
         }
+    }
+
+    /// Ends the endpoint, giving its core back (the QP, CQ and PD go).
+    fn into_core(self) -> Core {
+        self.core
     }
 
     /// One core iteration and the completions it produced.
@@ -380,14 +406,28 @@ impl End {
                 return Err(BenchError::Completion(*c));
             }
         }
+        let before = self.done.len();
+        self.done
+            .retain(|c| c.wr_id != WR_READY || c.opcode != WcOpcode::Recv);
+        self.ready += (before - self.done.len()) as u64;
         if let Some(mr) = &self.credit_mr {
             let mut reposts = Vec::new();
             for c in &self.done {
                 if c.wr_id & WR_CREDIT != 0 && c.opcode == WcOpcode::Recv {
                     let off = (c.wr_id & 63) * CREDIT_SLOT;
-                    let mut b = [0u8; 8];
-                    let _ = mr.read(off as usize, &mut b[..(c.byte_len as usize).min(8)]);
-                    self.credits += u64::from_le_bytes(b) as i64;
+                    if c.byte_len == 0 {
+                        // The server is ready for the next size.
+                        self.ready += 1;
+                    } else if c.byte_len as usize == RESULT_LEN {
+                        // The server's result, after the last size.
+                        let mut b = [0u8; RESULT_LEN];
+                        let _ = mr.read(off as usize, &mut b);
+                        self.server_result = ServerResult::decode(&b);
+                    } else {
+                        let mut b = [0u8; 8];
+                        let _ = mr.read(off as usize, &mut b[..(c.byte_len as usize).min(8)]);
+                        self.credits += u64::from_le_bytes(b) as i64;
+                    }
                     reposts.push(RecvWr {
                         wr_id: c.wr_id,
                         local: mr.sge(off, CREDIT_SLOT as u32),
@@ -443,16 +483,12 @@ impl End {
     }
 }
 
-/// What the server tells the client out of band (perftest exchanges the same over its
-/// TCP side channel or rdma_cm private data).
-#[derive(Debug, Clone, Copy)]
-struct Remote {
-    stag: u32,
-    to: u64,
-}
+type Remote = RemoteBuffer;
 
 const WR_CREDIT: u64 = 1 << 62;
 const WR_DONE: u64 = 1 << 61;
+const WR_RESULT: u64 = 1 << 60;
+const WR_READY: u64 = 1 << 59;
 /// Octets per credit receive.
 const CREDIT_SLOT: u64 = 64;
 /// Credit receives the send-bw client keeps posted.
@@ -493,13 +529,26 @@ fn buffer_len(o: &BenchOptions, size: usize) -> usize {
     (size * slots).max(1)
 }
 
-/// Runs the benchmark over the in-memory wire, both ends in this process.
-pub fn run_embedded(o: &BenchOptions) -> Result<BenchOutcome, BenchError> {
+/// Checks what both ends would refuse anyway, before anything starts.
+fn check_options(o: &BenchOptions) -> Result<(), BenchError> {
     if o.sizes.is_empty() {
         return Err(BenchError::Options("no message size".into()));
     }
-    if o.tx_depth == 0 {
-        return Err(BenchError::Options("tx depth must be at least 1".into()));
+    if let Some(s) = o.sizes.iter().find(|&&s| s > MAX_SIZE) {
+        return Err(BenchError::Options(format!(
+            "message size {s} above the largest, {MAX_SIZE}"
+        )));
+    }
+    if o.sizes.len() > proto::MAX_SIZES {
+        return Err(BenchError::Options(format!(
+            "at most {} message sizes per run",
+            proto::MAX_SIZES
+        )));
+    }
+    if o.tx_depth == 0 || o.tx_depth > 65536 {
+        return Err(BenchError::Options(
+            "tx depth must be within 1..=65536".into(),
+        ));
     }
     if o.test == Test::WriteBw && o.verify && matches!(o.length, Length::Duration(_)) {
         return Err(BenchError::Options(
@@ -515,6 +564,12 @@ pub fn run_embedded(o: &BenchOptions) -> Result<BenchOutcome, BenchError> {
             )));
         }
     }
+    Ok(())
+}
+
+/// Runs the benchmark over the in-memory wire, both ends in this process.
+pub fn run_embedded(o: &BenchOptions) -> Result<BenchOutcome, BenchError> {
+    check_options(o)?;
     let a_to_b = o.faults.wire(o.mtu, 0);
     let b_to_a = o.faults.wire(o.mtu, 1);
     let pair = embedded::pair(a_to_b, b_to_a, embedded::tcp_config(o.mtu))
@@ -526,39 +581,62 @@ pub fn run_embedded(o: &BenchOptions) -> Result<BenchOutcome, BenchError> {
         b,
         core_b,
     } = pair;
-    let depth = o.tx_depth.max(o.ird_ord as usize);
-    let (rtx, rrx) = mpsc::channel::<Remote>();
-    let (ctx, crx) = mpsc::channel::<Remote>();
-    let so = o.clone();
+    let listener = b
+        .listen(BENCH_PORT, responder_config(o))
+        .map_err(BenchError::Connect)?;
     let server = std::thread::Builder::new()
         .name("bench-server".into())
-        .spawn(move || -> Result<(u64, u64, Core), BenchError> {
-            let mut end = End::new(&b, core_b, depth);
-            let r = server_main(&mut end, &b, &so, rtx, crx);
-            r.map(|(e, v)| (e, v, end.core))
+        .spawn(move || {
+            let (core, r) = serve_session(&b, core_b, &[listener], Some(STALL));
+            let r = r.and_then(|s| s.ok_or(BenchError::Stalled("waiting for the client")));
+            (core, r)
         })
         .map_err(|e| BenchError::Thread(e.to_string()))?;
-    let mut client_end = End::new(&a, core_a, depth);
-    let client_result = client_main(&mut client_end, &a, o, server_addr, rrx, ctx);
+    let (mut core_a, client_result) = run_client(&a, core_a, o, server_addr, initiator_config(o));
     // The client's last messages may still sit in its TCP send queue: keep its core
     // running until the server is done.
     while !server.is_finished() {
-        client_end.core.poll();
+        core_a.poll();
     }
-    let server_result = server
+    let (core_b, server_result) = server
         .join()
         .map_err(|_| BenchError::Thread("server thread panicked".into()))?;
-    let core_a = client_end.core;
-    let (samples, histogram) = match (client_result, &server_result) {
+    let client = match (client_result, &server_result) {
         (Ok(c), _) => c,
         (Err(e), Err(s)) => {
             return Err(BenchError::Thread(format!("client: {e}; server: {s}")));
         }
         (Err(e), Ok(_)) => return Err(e),
     };
-    let (verify_errors, server_verified, core_b) = server_result?;
-    // Read-bw is checked by the client (its errors fail the run), the rest by the server.
-    let verified_octets = server_verified + client_end.verified;
+    server_result?;
+    Ok(outcome(
+        o,
+        client,
+        vec![core_a.alignment(), core_b.alignment()],
+        format!("memory mtu={}", o.mtu),
+    ))
+}
+
+/// What the client side of a run produced.
+#[derive(Debug)]
+pub struct ClientOutcome {
+    /// One sample per size.
+    pub samples: Vec<Sample>,
+    /// The last size's latency histogram (latency tests).
+    pub histogram: Option<Histogram<u64>>,
+    /// What the server checked.
+    pub server: ServerResult,
+    /// Octets the client checked itself (read-bw).
+    pub client_verified: u64,
+}
+
+/// The report of a run from the client's outcome.
+pub fn outcome(
+    o: &BenchOptions,
+    c: ClientOutcome,
+    alignment: Vec<AlignmentStats>,
+    link: String,
+) -> BenchOutcome {
     let params = ReportParams {
         size: o.sizes[0] as u64,
         iterations: match o.length {
@@ -571,29 +649,139 @@ pub fn run_embedded(o: &BenchOptions) -> Result<BenchOutcome, BenchError> {
         },
         mpa: o.mpa.to_string(),
         faults: o.faults.to_string(),
-        link: format!("memory mtu={}", o.mtu),
+        link,
     };
-    Ok(BenchOutcome {
+    BenchOutcome {
         report: Report {
             test: o.test.verb().to_string(),
             params,
-            samples,
+            samples: c.samples,
         },
-        histogram,
-        alignment: [core_a.alignment(), core_b.alignment()],
-        verify_errors,
-        verified_octets,
-    })
+        histogram: c.histogram,
+        alignment,
+        verify_errors: c.server.errors,
+        verified_octets: c.server.verified + c.client_verified,
+    }
+}
+
+/// The client of a run against a server at `server` (an `iwarp serve`, or the embedded
+/// server thread): connects with `mpa` and `o`'s test in the MPA Request, runs every
+/// size, and collects the server's verification result. Drives `core` itself and gives
+/// it back.
+pub fn run_client(
+    dev: &Device,
+    core: Core,
+    o: &BenchOptions,
+    server: SocketAddrV4,
+    mpa: InitiatorConfig,
+) -> (Core, Result<ClientOutcome, BenchError>) {
+    if let Err(e) = check_options(o) {
+        return (core, Err(e));
+    }
+    let depth = o.tx_depth.max(usize::from(mpa.ord));
+    let mut end = End::new(dev, core, depth);
+    let r = client_main(&mut end, dev, o, server, mpa);
+    if let Ok((_, conn)) = &r {
+        dev.disconnect(*conn);
+        let linger = Instant::now() + Duration::from_millis(20);
+        while Instant::now() < linger {
+            end.core.poll();
+        }
+    }
+    let core = end.into_core();
+    (core, r.map(|(c, _)| c))
+}
+
+/// What one served session was.
+#[derive(Debug)]
+pub struct SessionOutcome {
+    /// The client.
+    pub peer: SocketAddrV4,
+    /// What it asked for.
+    pub hello: Hello,
+    /// What this server checked.
+    pub result: ServerResult,
+}
+
+/// Serves one `iwarp bench` session: waits at most `wait` (forever if `None`) for a
+/// connection request on any of `listeners`, runs the test its hello asks for, and
+/// disconnects. `Ok(None)`: no request came. A request that is not a bench hello is
+/// rejected with the reason as private data. Drives `core` itself and gives it back.
+pub fn serve_session(
+    dev: &Device,
+    mut core: Core,
+    listeners: &[Listener],
+    wait: Option<Duration>,
+) -> (Core, Result<Option<SessionOutcome>, BenchError>) {
+    let until = wait.map(|w| Instant::now() + w);
+    let (listener, req, hello) = loop {
+        core.poll();
+        let mut got = None;
+        for l in listeners {
+            if let Some(r) = l.try_next() {
+                got = Some((l, r));
+                break;
+            }
+        }
+        if let Some((l, req)) = got {
+            match Hello::decode(&req.request.request.private_data) {
+                Ok(h) => break (l, req, h),
+                Err(e) => {
+                    l.reject(&req, e.to_string().into_bytes());
+                    continue;
+                }
+            }
+        }
+        if until.is_some_and(|u| Instant::now() > u) {
+            return (core, Ok(None));
+        }
+    };
+    let peer = SocketAddrV4::new(req.tuple.remote_addr, req.tuple.remote_port);
+    let o = BenchOptions {
+        test: hello.test,
+        sizes: hello.sizes.clone(),
+        length: hello.length,
+        tx_depth: hello.tx_depth,
+        verify: hello.verify,
+        ..BenchOptions::default()
+    };
+    let depth = o.tx_depth.max(128);
+    let mut end = End::new(dev, core, depth);
+    let r = server_main(&mut end, listener, req, &o, hello.client_sink);
+    if let Ok((_, conn)) = &r {
+        dev.disconnect(*conn);
+        let linger = Instant::now() + Duration::from_millis(20);
+        while Instant::now() < linger {
+            end.core.poll();
+        }
+    }
+    let core = end.into_core();
+    (
+        core,
+        r.map(|(result, _)| {
+            Some(SessionOutcome {
+                peer,
+                hello,
+                result,
+            })
+        }),
+    )
 }
 
 fn connect_client(
     end: &mut End,
     dev: &Device,
-    o: &BenchOptions,
     server: SocketAddrV4,
-) -> Result<ConnInfo, BenchError> {
-    let p = dev.connect(&end.qp, server, initiator_config(o));
+    mut mpa: InitiatorConfig,
+    hello: &Hello,
+) -> Result<(ConnInfo, Remote), BenchError> {
+    mpa.private_data = hello
+        .encode()
+        .map_err(|e| BenchError::Options(e.to_string()))?;
+    let p = dev.connect(&end.qp, server, mpa);
     let info = end.wait(&p, "connecting")?;
+    let remote = proto::decode_buffer(info.peer_private_data())
+        .map_err(|e| BenchError::Protocol(e.to_string()))?;
     if !info.established.peer_to_peer {
         // Client-server model: the Initiator speaks first (RFC 5044 7.1.2 rule 4). A
         // zero-length Send, which the server has a receive posted for.
@@ -609,7 +797,7 @@ fn connect_client(
         })?;
         wait_one(end, |c| c.wr_id == WR_DONE | 1, "sending the first message")?;
     }
-    Ok(info)
+    Ok((info, remote))
 }
 
 fn wait_one(
@@ -631,29 +819,17 @@ fn wait_one(
 
 fn server_main(
     end: &mut End,
-    dev: &Device,
+    listener: &Listener,
+    req: ConnRequest,
     o: &BenchOptions,
-    tell: mpsc::Sender<Remote>,
-    client: mpsc::Receiver<Remote>,
-) -> Result<(u64, u64), BenchError> {
-    let listener = dev
-        .listen(BENCH_PORT, responder_config(o))
-        .map_err(BenchError::Connect)?;
-    // A receive for the client's first message (client-server model) and the end marker.
+    client_sink: Option<Remote>,
+) -> Result<(ServerResult, ConnId), BenchError> {
+    // A receive for the client's first message (client-server model), the end markers,
+    // and the source of the result.
     let ctl = end
         .pd
         .reg_mr(64, Access::LOCAL_WRITE)
         .map_err(|e| BenchError::Thread(e.to_string()))?;
-    let until = Instant::now() + STALL;
-    let req = loop {
-        end.core.poll();
-        if let Some(r) = listener.try_next() {
-            break r;
-        }
-        if Instant::now() > until {
-            return Err(BenchError::Stalled("waiting for the client"));
-        }
-    };
     let max = o.sizes.iter().copied().max().unwrap_or(1).max(1);
     let data = end
         .pd
@@ -664,13 +840,18 @@ fn server_main(
         .map_err(|e| BenchError::Thread(e.to_string()))?;
     let src = end
         .pd
-        .reg_mr(max, Access::LOCAL_WRITE)
+        .reg_mr(max.max(RESULT_LEN), Access::LOCAL_WRITE)
+        .map_err(|e| BenchError::Thread(e.to_string()))?;
+    let grants = end
+        .pd
+        .reg_mr((CREDIT_RECVS * 8) as usize, Access::LOCAL_WRITE)
         .map_err(|e| BenchError::Thread(e.to_string()))?;
     let bufs = ServerBuffers {
         data,
         ctl,
         src,
         slot: max,
+        grants,
     };
     match o.test {
         Test::SendBw | Test::SendLat => {
@@ -686,23 +867,32 @@ fn server_main(
             local: bufs.ctl.sge(0, 64),
         })?,
     }
-    let p = listener.accept(&req, &end.qp, AcceptParams::default());
+    let params = AcceptParams {
+        private_data: proto::encode_buffer(Remote {
+            stag: bufs.data.key(),
+            to: bufs.data.base_to(),
+        }),
+        ..AcceptParams::default()
+    };
+    let p = listener.accept(&req, &end.qp, params);
     let info = end.wait(&p, "accepting")?;
-    let mut errors = 0;
-    let mut verified = 0;
+    let mut result = ServerResult::default();
     let mut first_pending = !info.established.peer_to_peer;
     for &size in &o.sizes {
-        let (e, v) = serve_size(end, o, size, &tell, &client, &bufs, &mut first_pending)?;
-        errors += e;
-        verified += v;
+        let (e, v) = serve_size(end, o, size, client_sink, &bufs, &mut first_pending)?;
+        result.errors += e;
+        result.verified += v;
     }
-    // Let the last acknowledgements go out.
-    let linger = Instant::now() + Duration::from_millis(20);
-    while Instant::now() < linger {
-        end.core.poll();
-    }
-    drop(listener);
-    Ok((errors, verified))
+    // Tell the client what was checked.
+    let _ = bufs.src.write(0, &result.encode());
+    end.post_send(SendWr {
+        wr_id: WR_RESULT,
+        op: SendOp::Send,
+        local: bufs.src.sge(0, RESULT_LEN as u32),
+        signaled: true,
+    })?;
+    wait_one(end, |c| c.wr_id == WR_RESULT, "sending the result")?;
+    Ok((result, info.conn))
 }
 
 /// Server side of one message size. Returns (octets wrong, octets verified).
@@ -710,8 +900,7 @@ fn serve_size(
     end: &mut End,
     o: &BenchOptions,
     size: usize,
-    tell: &mpsc::Sender<Remote>,
-    client: &mpsc::Receiver<Remote>,
+    client_sink: Option<Remote>,
     bufs: &ServerBuffers,
     first_pending: &mut bool,
 ) -> Result<(u64, u64), BenchError> {
@@ -721,31 +910,26 @@ fn serve_size(
         fill_pattern(&mut v, 7);
         let _ = buf.write(0, &v);
     }
+    // Ready: the client starts this size only now (a zero-length Send), so nothing of it
+    // overlaps the previous size's checks.
+    end.post_send(SendWr {
+        wr_id: WR_READY,
+        op: SendOp::Send,
+        local: control::verbs::Sge {
+            stag: 0,
+            to: 0,
+            len: 0,
+        },
+        signaled: false,
+    })?;
     let (mut errors, mut verified) = (0, 0);
-    let _ = tell.send(Remote {
-        stag: buf.key(),
-        to: buf.base_to(),
-    });
     let mut received: u64 = 0;
     let mut last_activity = Instant::now();
     let mut scratch = vec![0u8; size];
     let mut ungranted = end.ungranted;
     let mut write_lat_expect: u8 = 1;
     let src = &bufs.src;
-    let client_buf = if o.test == Test::WriteLat {
-        let until = Instant::now() + STALL;
-        loop {
-            end.core.poll();
-            if let Ok(r) = client.try_recv() {
-                break Some(r);
-            }
-            if Instant::now() > until {
-                return Err(BenchError::Stalled("waiting for the client's buffer"));
-            }
-        }
-    } else {
-        None
-    };
+    let client_buf = client_sink;
     loop {
         let n = end.step()?;
         if n > 0 {
@@ -807,11 +991,15 @@ fn serve_size(
                 if ungranted >= (o.tx_depth as u64 / 4).max(1) {
                     // Grant credits: a Send carrying the count (the client has receives
                     // posted for these).
-                    let _ = src.write(0, &ungranted.to_le_bytes()[..size.min(8)]);
+                    // Each grant has its own slot: the Send's payload is read when the
+                    // core frames it, after later grants may have been written.
+                    let off = (end.grants_sent % CREDIT_RECVS) * 8;
+                    end.grants_sent += 1;
+                    let _ = bufs.grants.write(off as usize, &ungranted.to_le_bytes());
                     end.post_send(SendWr {
                         wr_id: WR_CREDIT,
                         op: SendOp::Send,
-                        local: src.sge(0, size.min(8) as u32),
+                        local: bufs.grants.sge(off, 8),
                         signaled: false,
                     })?;
                     ungranted = 0;
@@ -869,6 +1057,8 @@ struct ServerBuffers {
     src: Mr,
     /// Slot size: the largest message.
     slot: usize,
+    /// Sources of the credit grants (send-bw), one 8-octet slot per grant in flight.
+    grants: Mr,
 }
 
 fn ctl_slot(buf: &Mr, size: usize, s: usize, slots: usize) -> control::verbs::Sge {
@@ -890,16 +1080,13 @@ fn next_counter(c: u8) -> u8 {
     }
 }
 
-type ClientOut = (Vec<Sample>, Option<Histogram<u64>>);
-
 fn client_main(
     end: &mut End,
     dev: &Device,
     o: &BenchOptions,
     server: SocketAddrV4,
-    remote: mpsc::Receiver<Remote>,
-    tell: mpsc::Sender<Remote>,
-) -> Result<ClientOut, BenchError> {
+    mpa: InitiatorConfig,
+) -> Result<(ClientOutcome, ConnId), BenchError> {
     if o.test == Test::SendBw {
         // Receives for the server's credit grants, posted before the connection exists.
         let mr = end
@@ -915,31 +1102,71 @@ fn client_main(
         end.credit_mr = Some(mr);
         end.credits = o.tx_depth as i64;
     }
-    connect_client(end, dev, o, server)?;
+    let max = o.sizes.iter().copied().max().unwrap_or(1).max(1);
+    // The latency tests' sink (write-lat: the server's answers land here, so the server
+    // learns it from the hello).
+    let sink = end
+        .pd
+        .reg_mr(max, Access::LOCAL_WRITE | Access::REMOTE_WRITE)
+        .map_err(|e| BenchError::Thread(e.to_string()))?;
+    let result_mr = end
+        .pd
+        .reg_mr(64, Access::LOCAL_WRITE)
+        .map_err(|e| BenchError::Thread(e.to_string()))?;
+    let hello = Hello {
+        test: o.test,
+        sizes: o.sizes.clone(),
+        length: o.length,
+        tx_depth: o.tx_depth,
+        verify: o.verify,
+        client_sink: (o.test == Test::WriteLat).then(|| Remote {
+            stag: sink.key(),
+            to: sink.base_to(),
+        }),
+    };
+    if o.test != Test::SendBw {
+        // The server's ready for the first size (send-bw: it lands in a credit receive).
+        end.post_recv(RecvWr {
+            wr_id: WR_READY,
+            local: result_mr.sge(0, 0),
+        })?;
+    }
+    let (info, r) = connect_client(end, dev, server, mpa, &hello)?;
     let mut samples = Vec::new();
     let mut hist = None;
-    for &size in &o.sizes {
-        let r = {
-            let until = Instant::now() + STALL;
-            loop {
-                end.core.poll();
-                if let Ok(r) = remote.try_recv() {
-                    break r;
-                }
-                if Instant::now() > until {
-                    return Err(BenchError::Stalled("waiting for the server's buffer"));
-                }
+    for (k, &size) in o.sizes.iter().enumerate() {
+        let until = Instant::now() + STALL;
+        while end.ready == 0 {
+            end.step()?;
+            if Instant::now() > until {
+                return Err(BenchError::Stalled("waiting for the server to be ready"));
             }
-        };
+        }
+        end.ready -= 1;
         let (s, h) = match o.test {
             Test::WriteBw | Test::ReadBw | Test::SendBw => (bw_client(end, o, size, r)?, None),
             _ => {
-                let (s, h) = lat_client(end, o, size, r, &tell)?;
+                let (s, h) = lat_client(end, o, size, r, &sink)?;
                 (s, Some(h))
             }
         };
         samples.push(s);
         hist = h.or(hist);
+        if o.test != Test::SendBw {
+            // The server's next ready, or its result after the last size (send-bw: they
+            // land in credit receives, which End::step recognises by their length).
+            end.post_recv(if k + 1 == o.sizes.len() {
+                RecvWr {
+                    wr_id: WR_RESULT,
+                    local: result_mr.sge(0, 64),
+                }
+            } else {
+                RecvWr {
+                    wr_id: WR_READY,
+                    local: result_mr.sge(0, 0),
+                }
+            })?;
+        }
         // Tell the server this size is over.
         end.post_send(SendWr {
             wr_id: WR_DONE,
@@ -953,7 +1180,38 @@ fn client_main(
         })?;
         wait_one(end, |c| c.wr_id == WR_DONE, "finishing")?;
     }
-    Ok((samples, hist))
+    let until = Instant::now() + STALL;
+    let server = loop {
+        if let Some(r) = end.server_result {
+            break r;
+        }
+        end.step()?;
+        if let Some(c) = end.done.iter().find(|c| c.wr_id == WR_RESULT) {
+            let mut b = [0u8; RESULT_LEN];
+            let n = (c.byte_len as usize).min(RESULT_LEN);
+            let _ = result_mr.read(0, &mut b[..n]);
+            end.server_result = Some(ServerResult::decode(&b[..c.byte_len as usize]).ok_or_else(
+                || {
+                    BenchError::Protocol(format!(
+                        "the server's result message of {} octets is malformed",
+                        c.byte_len
+                    ))
+                },
+            )?);
+        }
+        if Instant::now() > until {
+            return Err(BenchError::Stalled("waiting for the server's result"));
+        }
+    };
+    Ok((
+        ClientOutcome {
+            samples,
+            histogram: hist,
+            server,
+            client_verified: end.verified,
+        },
+        info.conn,
+    ))
 }
 
 fn bw_client(
@@ -1103,23 +1361,14 @@ fn lat_client(
     o: &BenchOptions,
     size: usize,
     r: Remote,
-    tell: &mpsc::Sender<Remote>,
+    dst: &Mr,
 ) -> Result<(Sample, Histogram<u64>), BenchError> {
-    let access = Access::LOCAL_WRITE | Access::REMOTE_WRITE;
     let src = end
         .pd
         .reg_mr(size, Access::LOCAL_WRITE)
         .map_err(|e| BenchError::Thread(e.to_string()))?;
-    let dst = end
-        .pd
-        .reg_mr(size, access)
-        .map_err(|e| BenchError::Thread(e.to_string()))?;
-    if o.test == Test::WriteLat {
-        let _ = tell.send(Remote {
-            stag: dst.key(),
-            to: dst.base_to(),
-        });
-    }
+    // The answers' counters start over at 1: clear the last octet of the last size's.
+    let _ = dst.write(size - 1, &[0]);
     let iters = match o.length {
         Length::Iterations(n) => n,
         Length::Duration(_) => u64::MAX,
@@ -1136,6 +1385,7 @@ fn lat_client(
     });
     let mut meter = LatMeter::new(size as u64);
     let mut counter: u8 = 1;
+    let mut stage = vec![0u8; if o.verify { size } else { 0 }];
     let start = Instant::now();
     if o.test == Test::SendLat {
         end.post_recv(RecvWr {
@@ -1145,7 +1395,14 @@ fn lat_client(
     }
     let mut i = 0u64;
     while i < iters && deadline.is_none_or(|d| Instant::now() < d) {
-        let _ = src.write(size - 1, &[counter]);
+        if o.verify && o.test == Test::SendLat {
+            // The server checks every message (send-lat detects answers by their
+            // completion, not by the last octet).
+            fill_pattern(&mut stage, i);
+            let _ = src.write(0, &stage);
+        } else {
+            let _ = src.write(size - 1, &[counter]);
+        }
         let t0 = Instant::now();
         let op = match o.test {
             Test::WriteLat => SendOp::Write {
