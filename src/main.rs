@@ -7,6 +7,7 @@
 #![forbid(unsafe_code)]
 
 mod decode;
+mod pcap;
 mod ulpdu;
 
 use std::io::{Read, Write};
@@ -36,7 +37,7 @@ enum Command {
 }
 
 #[derive(Args)]
-#[command(group(clap::ArgGroup::new("input").required(true).args(["hex", "bin"])))]
+#[command(group(clap::ArgGroup::new("input").required(true).args(["hex", "bin", "pcap"])))]
 struct DecodeArgs {
     /// Read the stream as hex text from FILE ("-" for standard input); white space,
     /// ':' and '-' separators and '#' comments are ignored.
@@ -45,6 +46,11 @@ struct DecodeArgs {
     /// Read the stream as raw octets from FILE ("-" for standard input).
     #[arg(long, value_name = "FILE")]
     bin: Option<PathBuf>,
+    /// Read a libpcap capture from FILE ("-" for standard input): every TCP connection is
+    /// reassembled per direction, its MPA Request and Reply found and both directions
+    /// decoded in the mode they negotiated (implies --startup; --markers/--crc not used).
+    #[arg(long, value_name = "FILE", conflicts_with_all = ["startup", "markers", "crc"])]
+    pcap: Option<PathBuf>,
     /// The stream begins with an MPA Request or Reply; the marker origin is the octet
     /// after it. Without it the stream starts at the marker origin.
     #[arg(long)]
@@ -253,6 +259,9 @@ fn read_input(path: &PathBuf) -> std::io::Result<Vec<u8>> {
 }
 
 fn run_decode(args: DecodeArgs) -> Result<bool, String> {
+    if let Some(path) = &args.pcap {
+        return run_decode_pcap(path, args.json);
+    }
     let (path, is_hex) = match (&args.hex, &args.bin) {
         (Some(p), _) => (p, true),
         (None, Some(p)) => (p, false),
@@ -290,6 +299,32 @@ fn run_decode(args: DecodeArgs) -> Result<bool, String> {
         }
     }
     let _ = out.flush();
+    Ok(!decoded.failed)
+}
+
+fn run_decode_pcap(path: &PathBuf, json: bool) -> Result<bool, String> {
+    let raw = read_input(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    let decoded = pcap::decode_pcap(&raw).map_err(|e| format!("{}: {e}", path.display()))?;
+    let stdout = std::io::stdout();
+    let mut out = std::io::BufWriter::new(stdout.lock());
+    for r in &decoded.records {
+        let line = if json {
+            serde_json::Value::Object(r.clone()).to_string()
+        } else {
+            pcap::render_text(r)
+        };
+        if writeln!(out, "{line}").is_err() {
+            return Ok(!decoded.failed);
+        }
+    }
+    let _ = out.flush();
+    if decoded.mpa_connections == 0 {
+        eprintln!(
+            "iwarp: {}: no MPA connection found among {} TCP connections",
+            path.display(),
+            decoded.connections
+        );
+    }
     Ok(!decoded.failed)
 }
 
