@@ -34,6 +34,57 @@ enum Command {
     Bench(BenchArgs),
     /// Decode one half connection's byte stream: MPA startup frame, FPDUs, DDP/RDMAP.
     Decode(DecodeArgs),
+    /// rdma-core's rping (client -c or server -s), wire-compatible with the real tool.
+    Rping(RpingArgs),
+}
+
+#[derive(Args)]
+#[command(group(clap::ArgGroup::new("role").args(["server", "client"])))]
+struct RpingArgs {
+    /// Server side.
+    #[arg(short = 's')]
+    server: bool,
+    /// Client side.
+    #[arg(short = 'c')]
+    client: bool,
+    /// Address: the server's (client), or the one to listen on (server).
+    #[arg(short = 'a', value_name = "ADDR")]
+    addr: Option<std::net::Ipv4Addr>,
+    /// TCP port.
+    #[arg(short = 'p', default_value_t = iwarp::rping::DEFAULT_PORT)]
+    port: u16,
+    /// Ping count (0: until interrupted).
+    #[arg(short = 'C', default_value_t = 0)]
+    count: u64,
+    /// Ping data size.
+    #[arg(short = 'S', default_value_t = iwarp::rping::DEFAULT_SIZE)]
+    size: usize,
+    /// Display ping data.
+    #[arg(short = 'v')]
+    verbose: bool,
+    /// Validate ping data.
+    #[arg(short = 'V')]
+    validate: bool,
+    /// Persistent server: serve clients one after the other.
+    #[arg(short = 'P')]
+    persistent: bool,
+    /// MPA CRC off (requested by default).
+    #[arg(long)]
+    no_crc: bool,
+    /// Client: peer-to-peer model with this RTR (RFC 6581).
+    #[arg(long, value_enum)]
+    p2p: Option<RtrName>,
+    /// Client: MPA Rev 1 Request (no IRD/ORD negotiation; a siw rping server then cannot
+    /// RDMA Read).
+    #[arg(long, conflicts_with = "p2p")]
+    rev1: bool,
+    /// Seconds any one step may take.
+    #[arg(long, default_value_t = 30.0)]
+    timeout: f64,
+    /// Deployment file selecting the device (DPDK port); without it both ends run in this
+    /// process over the in-memory link.
+    #[arg(long, value_name = "FILE")]
+    config: Option<PathBuf>,
 }
 
 #[derive(Args)]
@@ -302,6 +353,67 @@ fn run_decode(args: DecodeArgs) -> Result<bool, String> {
     Ok(!decoded.failed)
 }
 
+fn run_rping(a: RpingArgs) -> Result<bool, String> {
+    use iwarp::rping::{self, RpingOptions};
+    if !(a.timeout > 0.0 && a.timeout.is_finite()) {
+        return Err(format!(
+            "--timeout must be a positive number of seconds, not {}",
+            a.timeout
+        ));
+    }
+    let mut o = RpingOptions {
+        count: a.count,
+        size: a.size,
+        verbose: a.verbose,
+        validate: a.validate,
+        persistent: a.persistent,
+        step_timeout: std::time::Duration::from_secs_f64(a.timeout),
+        ..RpingOptions::default()
+    };
+    o.initiator.crc = !a.no_crc;
+    o.responder.crc = !a.no_crc;
+    o.initiator.enhanced = !a.rev1;
+    if let Some(r) = a.p2p {
+        o.initiator.peer_to_peer = true;
+        o.initiator.rtr_types = control::startup::RtrTypes::NONE.with(match r {
+            RtrName::Write => control::startup::RtrType::Write,
+            RtrName::Read => control::startup::RtrType::Read,
+            RtrName::Send => control::startup::RtrType::Send,
+        });
+    }
+    rping::validate_options(&o).map_err(|e| e.to_string())?;
+    if let Some(path) = &a.config {
+        // TODO(issue 4): open the DPDK device with `iwarp::deploy` and run one role:
+        //   let (dev, mut core) = iwarp::deploy(path)?;
+        //   if a.server { rping::run_server(&dev, &mut core, a.port, &o, &mut stdout) }
+        //   else { rping::run_client(&dev, &mut core, SocketAddrV4::new(addr, a.port), &o, &mut stdout) }
+        return Err(format!(
+            "{}: --config needs the DPDK deployment support (issue 4), not built in yet",
+            path.display()
+        ));
+    }
+    if a.count == 0 {
+        return Err("without --config both ends run in this process: give a count (-C N)".into());
+    }
+    // Both ends in this process: client lines on stdout, server lines on stderr.
+    let mut stdout = std::io::stdout();
+    let r = rping::run_embedded(&o, a.port, &mut stdout, Box::new(std::io::stderr()));
+    match r {
+        Ok((c, _)) => {
+            if !a.verbose {
+                println!(
+                    "{} pings of {} octets{}",
+                    c.pings,
+                    o.size,
+                    if a.validate { ", validated" } else { "" }
+                );
+            }
+            Ok(true)
+        }
+        Err(e) => Err(e.to_string()),
+    }
+}
+
 fn run_decode_pcap(path: &PathBuf, json: bool) -> Result<bool, String> {
     let raw = read_input(path).map_err(|e| format!("{}: {e}", path.display()))?;
     let decoded = pcap::decode_pcap(&raw).map_err(|e| format!("{}: {e}", path.display()))?;
@@ -333,6 +445,7 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Command::Decode(args) => run_decode(args),
         Command::Bench(args) => run_bench(args),
+        Command::Rping(args) => run_rping(args),
     };
     match result {
         Ok(true) => ExitCode::SUCCESS,

@@ -90,9 +90,11 @@ pub fn parse(file: &[u8]) -> Result<Capture<'_>, PcapError> {
         0xa1b2_3c4d => (false, true),
         0xd4c3_b2a1 => (true, false),
         0x4d3c_b2a1 => (true, true),
-        _ => return Err(PcapError::Magic(u32::from_be_bytes([
-            file[0], file[1], file[2], file[3],
-        ]))),
+        _ => {
+            return Err(PcapError::Magic(u32::from_be_bytes([
+                file[0], file[1], file[2], file[3],
+            ])))
+        }
     };
     let u32_at = |off: usize| -> u32 {
         let b = [file[off], file[off + 1], file[off + 2], file[off + 3]];
@@ -128,9 +130,11 @@ pub fn parse(file: &[u8]) -> Result<Capture<'_>, PcapError> {
             ));
             break;
         }
-        let time_ns = sec
-            .saturating_mul(1_000_000_000)
-            .saturating_add(if nanos { frac } else { frac.saturating_mul(1000) });
+        let time_ns = sec.saturating_mul(1_000_000_000).saturating_add(if nanos {
+            frac
+        } else {
+            frac.saturating_mul(1000)
+        });
         frames.push(Frame {
             number,
             time_ns,
@@ -228,7 +232,8 @@ pub fn segment_of<'a>(linktype: u32, f: &Frame<'a>) -> Result<Option<Segment<'a>
     if ip.more_frags() || ip.frag_offset() != 0 {
         return Err("a fragment of an IPv4 datagram (reassembly not supported)".into());
     }
-    let tcp = TcpPacket::new_checked(ip.payload()).map_err(|_| why("malformed or cut TCP header"))?;
+    let tcp =
+        TcpPacket::new_checked(ip.payload()).map_err(|_| why("malformed or cut TCP header"))?;
     if cut {
         return Err(why("TCP payload cut"));
     }
@@ -298,11 +303,7 @@ fn reassemble(h: &HalfCapture) -> Stream {
         .map(|(seq, p, n)| (i64::from(seq.wrapping_sub(base) as i32), p.as_slice(), *n))
         .collect();
     segs.sort_by_key(|&(o, _, n)| (o, n));
-    let start = if h.isn.is_some() {
-        0
-    } else {
-        segs[0].0
-    };
+    let start = if h.isn.is_some() { 0 } else { segs[0].0 };
     let mut next: i64 = start;
     for &(off, p, n) in &segs {
         let end = off + p.len() as i64;
@@ -363,7 +364,9 @@ fn connections(cap: &Capture<'_>, problems: &mut Vec<Record>) -> Vec<Conn> {
         } else {
             (seg.dst, seg.src)
         };
-        let fresh = |c: &Conn| seg.syn && !seg.ack && c.a == seg.src && c.ab.isn.is_some_and(|i| i != seg.seq);
+        let fresh = |c: &Conn| {
+            seg.syn && !seg.ack && c.a == seg.src && c.ab.isn.is_some_and(|i| i != seg.seq)
+        };
         let idx = match by_key.get(&key) {
             Some(&i) if !fresh(&conns[i]) => i,
             _ => {
@@ -470,7 +473,14 @@ pub fn decode_pcap(file: &[u8]) -> Result<PcapDecoded, PcapError> {
 }
 
 /// Tags a record with its connection and direction, keeping `kind` and `offset` first.
-fn tag(r: Record, conn: usize, src: SocketAddrV4, dst: SocketAddrV4, dir: &str, packet: Option<u64>) -> Record {
+fn tag(
+    r: Record,
+    conn: usize,
+    src: SocketAddrV4,
+    dst: SocketAddrV4,
+    dir: &str,
+    packet: Option<u64>,
+) -> Record {
     let mut m = Map::new();
     for k in ["kind", "offset"] {
         if let Some(v) = r.get(k) {
@@ -556,7 +566,9 @@ fn decode_conn(n: usize, c: &Conn, times: &[f64], out: &mut PcapDecoded) {
     };
     // FPDU modes (RFC 5044 7.1.1): markers toward a side that set M, CRC if either set C.
     let crc = req.as_ref().is_some_and(|f| f.flags.c) || rep.as_ref().is_some_and(|f| f.flags.c);
-    let rejected = rep.as_ref().is_some_and(|f| f.kind == FrameKind::Reply && f.flags.r);
+    let rejected = rep
+        .as_ref()
+        .is_some_and(|f| f.kind == FrameKind::Reply && f.flags.r);
     let modes = [
         rep.as_ref().map(|r| FpduMode {
             markers: r.flags.m,
@@ -622,7 +634,13 @@ fn decode_conn(n: usize, c: &Conn, times: &[f64], out: &mut PcapDecoded) {
                     ),
                 ),
             };
-            decoded = decode::decode(input, DecodeOptions { startup: true, mode });
+            decoded = decode::decode(
+                input,
+                DecodeOptions {
+                    startup: true,
+                    mode,
+                },
+            );
             if rejected && s.data.len() > startup_len {
                 decoded.records.retain(|r| {
                     r.get("offset").and_then(Value::as_u64).unwrap_or(0) < startup_len as u64

@@ -230,7 +230,10 @@ impl fmt::Display for RpingError {
             ),
             RpingError::Protocol(s) => write!(f, "protocol error: {s}"),
             RpingError::Mismatch { ping, offset } => {
-                write!(f, "data mismatch! (ping {ping}, first difference at octet {offset})")
+                write!(
+                    f,
+                    "data mismatch! (ping {ping}, first difference at octet {offset})"
+                )
             }
             RpingError::Stalled(what) => write!(f, "timed out while {what}"),
             RpingError::Output(e) => write!(f, "writing output: {e}"),
