@@ -739,3 +739,233 @@ pub fn render_text(r: &Record) -> String {
         decode::render_text(&inner)
     )
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A little-endian microsecond pcap of Ethernet frames.
+    fn pcap_of(frames: &[Vec<u8>]) -> Vec<u8> {
+        let mut f = Vec::new();
+        f.extend_from_slice(&0xa1b2_c3d4u32.to_le_bytes());
+        f.extend_from_slice(&2u16.to_le_bytes());
+        f.extend_from_slice(&4u16.to_le_bytes());
+        f.extend_from_slice(&[0; 8]);
+        f.extend_from_slice(&65535u32.to_le_bytes());
+        f.extend_from_slice(&1u32.to_le_bytes());
+        for (i, fr) in frames.iter().enumerate() {
+            f.extend_from_slice(&(i as u32).to_le_bytes());
+            f.extend_from_slice(&0u32.to_le_bytes());
+            f.extend_from_slice(&(fr.len() as u32).to_le_bytes());
+            f.extend_from_slice(&(fr.len() as u32).to_le_bytes());
+            f.extend_from_slice(fr);
+        }
+        f
+    }
+
+    /// An Ethernet/IPv4/TCP frame (checksums left zero: the reader does not check them).
+    fn tcp_frame(src: u16, dst: u16, seq: u32, flags: u8, payload: &[u8]) -> Vec<u8> {
+        let mut f = vec![0u8; 14];
+        f[12] = 0x08;
+        let total = (40 + payload.len()) as u16;
+        f.extend_from_slice(&[0x45, 0]);
+        f.extend_from_slice(&total.to_be_bytes());
+        f.extend_from_slice(&[0, 1, 0x40, 0, 64, 6, 0, 0, 10, 77, 0, 1, 10, 77, 0, 2]);
+        f.extend_from_slice(&src.to_be_bytes());
+        f.extend_from_slice(&dst.to_be_bytes());
+        f.extend_from_slice(&seq.to_be_bytes());
+        f.extend_from_slice(&[0, 0, 0, 0, 0x50, flags, 0xff, 0xff, 0, 0, 0, 0]);
+        f.extend_from_slice(payload);
+        f
+    }
+
+    fn request() -> Vec<u8> {
+        let mut r = b"MPA ID Req Frame".to_vec();
+        r.extend_from_slice(&[0x10, 2, 0, 4, 0, 1, 0, 1]);
+        r
+    }
+
+    #[test]
+    fn not_pcap_files() {
+        assert_eq!(decode_pcap(b"short").unwrap_err(), PcapError::Short(5));
+        let mut ng = vec![0x0a, 0x0d, 0x0d, 0x0a];
+        ng.resize(32, 0);
+        assert!(decode_pcap(&ng).unwrap_err().to_string().contains("pcapng"));
+        let e = decode_pcap(&[0x11; 24]).unwrap_err().to_string();
+        assert!(e.contains("magic number 0x11111111"), "{e}");
+    }
+
+    #[test]
+    fn byte_orders_and_nanoseconds() {
+        let frames = vec![tcp_frame(1, 2, 100, 0x02, &[])];
+        let le = pcap_of(&frames);
+        let mut be = le.clone();
+        // Swap every header field to big-endian, magic included.
+        be[..4].copy_from_slice(&0xa1b2_3c4du32.to_be_bytes());
+        be[4..6].copy_from_slice(&2u16.to_be_bytes());
+        be[6..8].copy_from_slice(&4u16.to_be_bytes());
+        be[16..20].copy_from_slice(&65535u32.to_be_bytes());
+        be[20..24].copy_from_slice(&1u32.to_be_bytes());
+        let n = frames[0].len() as u32;
+        be[24..28].copy_from_slice(&7u32.to_be_bytes());
+        be[28..32].copy_from_slice(&5u32.to_be_bytes());
+        be[32..36].copy_from_slice(&n.to_be_bytes());
+        be[36..40].copy_from_slice(&n.to_be_bytes());
+        let c = parse(&be).unwrap();
+        assert_eq!(c.linktype, 1);
+        assert_eq!(c.frames.len(), 1);
+        assert_eq!(c.frames[0].time_ns, 7_000_000_005);
+        assert_eq!(parse(&le).unwrap().frames[0].data, &frames[0][..]);
+        // A record cut short is reported, the ones before it kept.
+        let cut = &le[..le.len() - 3];
+        let c = parse(cut).unwrap();
+        assert!(c.frames.is_empty());
+        assert!(c.truncated.unwrap().contains("announced"));
+    }
+
+    #[test]
+    fn reassembly_merges_overlaps_and_reports_gaps() {
+        let req = request();
+        let mut data = req.clone();
+        data.extend_from_slice(&[0xab; 40]);
+        let isn = 0xffff_fff0u32; // wraps
+        let s = |off: usize, end: usize, n: u64| {
+            (isn.wrapping_add(1 + off as u32), data[off..end].to_vec(), n)
+        };
+        let h = HalfCapture {
+            isn: Some(isn),
+            segments: vec![s(10, 30, 2), s(0, 12, 1), s(5, 25, 3), s(30, 64, 4)],
+            ..Default::default()
+        };
+        let st = reassemble(&h);
+        assert_eq!(st.data, data);
+        assert!(st.gap.is_none() && st.conflicts.is_empty());
+        assert_eq!(st.packet_at(0), Some(1));
+        assert_eq!(st.packet_at(12), Some(3));
+        assert_eq!(st.packet_at(25), Some(2));
+        assert_eq!(st.packet_at(63), Some(4));
+        let h = HalfCapture {
+            isn: Some(isn),
+            segments: vec![s(0, 12, 1), s(20, 64, 2)],
+            ..Default::default()
+        };
+        let st = reassemble(&h);
+        assert_eq!(st.data.len(), 12);
+        assert_eq!(st.gap, Some((12, 8, 2)));
+        let mut other = s(4, 8, 3);
+        other.1 = vec![0; 4];
+        let h = HalfCapture {
+            isn: Some(isn),
+            segments: vec![s(0, 12, 1), other],
+            ..Default::default()
+        };
+        assert_eq!(reassemble(&h).conflicts, vec![(4, 3)]);
+    }
+
+    #[test]
+    fn request_only_connection() {
+        let frames = vec![
+            tcp_frame(40000, 7174, 10, 0x02, &[]),
+            tcp_frame(40000, 7174, 11, 0x18, &request()),
+        ];
+        let d = decode_pcap(&pcap_of(&frames)).unwrap();
+        assert_eq!(d.mpa_connections, 1);
+        assert!(!d.failed, "{:?}", d.records);
+        assert_eq!(d.records[1]["kind"], "mpa_request");
+        assert_eq!(d.records[1]["dir"], "initiator");
+        assert_eq!(d.records[1]["packet"], 2);
+    }
+}
+
+#[cfg(test)]
+mod props {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn header(big: bool, nanos: bool, linktype: u32) -> Vec<u8> {
+        let magic: u32 = if nanos { 0xa1b2_3c4d } else { 0xa1b2_c3d4 };
+        let mut h = Vec::new();
+        let put = |h: &mut Vec<u8>, v: u32| {
+            h.extend_from_slice(&if big {
+                v.to_be_bytes()
+            } else {
+                v.to_le_bytes()
+            })
+        };
+        put(&mut h, magic);
+        h.extend_from_slice(&[0, 2, 0, 4]);
+        put(&mut h, 0);
+        put(&mut h, 0);
+        put(&mut h, 65535);
+        put(&mut h, linktype);
+        h
+    }
+
+    fn check(d: &PcapDecoded) -> Result<(), TestCaseError> {
+        let mut saw_error = false;
+        for r in &d.records {
+            let kind = r.get("kind").and_then(Value::as_str).unwrap_or("");
+            prop_assert!(!kind.is_empty());
+            saw_error |= kind == "error";
+            let _ = render_text(r);
+        }
+        prop_assert_eq!(saw_error, d.failed);
+        Ok(())
+    }
+
+    proptest! {
+        /// Arbitrary bytes: an error or records, never a panic.
+        #[test]
+        fn arbitrary_files_never_panic(data in proptest::collection::vec(any::<u8>(), 0..600)) {
+            if let Ok(d) = decode_pcap(&data) {
+                check(&d)?;
+            }
+        }
+
+        /// A valid file header followed by arbitrary records of every supported link type,
+        /// with IPv4/TCP headers often well formed and payloads often starting like MPA.
+        #[test]
+        fn arbitrary_records_never_panic(
+            big in any::<bool>(),
+            nanos in any::<bool>(),
+            linktype in prop_oneof![Just(1u32), Just(113), Just(276), Just(101), Just(228), Just(9)],
+            frames in proptest::collection::vec(
+                (any::<u16>(), any::<u32>(), any::<u8>(), 0usize..4, proptest::collection::vec(any::<u8>(), 0..120), any::<bool>()),
+                0..24),
+        ) {
+            let mut f = header(big, nanos, linktype);
+            for (port, seq, flags, which, junk, mpa) in frames {
+                let mut ip = vec![0x45, 0, 0, 0, 0, 1, 0x40, 0, 64, 6, 0, 0, 10, 0, 0, 1, 10, 0, 0, (port & 1) as u8 + 2];
+                let (sp, dp) = if port & 1 == 0 { (port | 1, 7174) } else { (7174, port) };
+                ip.extend_from_slice(&sp.to_be_bytes());
+                ip.extend_from_slice(&dp.to_be_bytes());
+                ip.extend_from_slice(&(seq & 0xff).to_be_bytes());
+                ip.extend_from_slice(&[0, 0, 0, 0, 0x50, flags, 0xff, 0xff, 0, 0, 0, 0]);
+                if mpa {
+                    ip.extend_from_slice(b"MPA ID Re");
+                }
+                ip.extend_from_slice(&junk);
+                let total = ip.len() as u16;
+                ip[2..4].copy_from_slice(&total.to_be_bytes());
+                let frame = match (linktype, which) {
+                    (_, 3) => junk.clone(),
+                    (1, _) => [vec![0; 12], vec![8, 0], ip].concat(),
+                    (113, _) => [vec![0; 14], vec![8, 0], ip].concat(),
+                    (276, _) => [vec![8, 0], vec![0; 18], ip].concat(),
+                    _ => ip,
+                };
+                let cut = if which == 2 { frame.len() / 2 } else { frame.len() };
+                let put = |f: &mut Vec<u8>, v: u32| {
+                    f.extend_from_slice(&if big { v.to_be_bytes() } else { v.to_le_bytes() })
+                };
+                put(&mut f, 1);
+                put(&mut f, 2);
+                put(&mut f, cut as u32);
+                put(&mut f, frame.len() as u32);
+                f.extend_from_slice(&frame[..cut]);
+            }
+            let d = decode_pcap(&f).expect("a valid header parses");
+            check(&d)?;
+        }
+    }
+}
