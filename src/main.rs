@@ -3,7 +3,9 @@
 //! * `iwarp bench`: perftest-like RDMA Write/Read/Send bandwidth and latency runs; without
 //!   a config file both ends run in this process over the in-memory link.
 //! * `iwarp decode`: decode one half connection of an iWARP byte stream (MPA startup
-//!   frame, FPDUs with CRC and marker checks, DDP/RDMAP headers).
+//!   frame, FPDUs with CRC and marker checks, DDP/RDMAP headers), or every iWARP connection
+//!   of a pcap capture (`--pcap`).
+//! * `iwarp rping`: rdma-core's rping, client or server (see [`iwarp::rping`]).
 #![forbid(unsafe_code)]
 
 mod decode;
