@@ -9,8 +9,10 @@
 //! * [`report`]: the result reporting of `iwarp bench`, a perftest-like RDMA benchmark:
 //!   bandwidth and latency meters, perftest 4.5's text layout, JSON, HdrHistogram
 //!   percentile files (`--hgrm`) and a terminal progress line.
+//! * [`rping`]: rdma-core's `rping` protocol, client and server (`iwarp rping`).
 #![forbid(unsafe_code)]
 
 pub mod bench;
 pub mod deploy;
 pub mod report;
+pub mod rping;

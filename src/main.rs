@@ -3,10 +3,13 @@
 //! * `iwarp bench`: perftest-like RDMA Write/Read/Send bandwidth and latency runs; without
 //!   a config file both ends run in this process over the in-memory link.
 //! * `iwarp decode`: decode one half connection of an iWARP byte stream (MPA startup
-//!   frame, FPDUs with CRC and marker checks, DDP/RDMAP headers).
+//!   frame, FPDUs with CRC and marker checks, DDP/RDMAP headers), or every iWARP connection
+//!   of a pcap capture (`--pcap`).
+//! * `iwarp rping`: rdma-core's rping, client or server (see [`iwarp::rping`]).
 #![forbid(unsafe_code)]
 
 mod decode;
+mod pcap;
 mod ulpdu;
 
 use std::io::{Read, Write};
@@ -36,10 +39,61 @@ enum Command {
     Serve(ServeArgs),
     /// Decode one half connection's byte stream: MPA startup frame, FPDUs, DDP/RDMAP.
     Decode(DecodeArgs),
+    /// rdma-core's rping (client -c or server -s), wire-compatible with the real tool.
+    Rping(RpingArgs),
 }
 
 #[derive(Args)]
-#[command(group(clap::ArgGroup::new("input").required(true).args(["hex", "bin"])))]
+#[command(group(clap::ArgGroup::new("role").args(["server", "client"])))]
+struct RpingArgs {
+    /// Server side.
+    #[arg(short = 's')]
+    server: bool,
+    /// Client side.
+    #[arg(short = 'c')]
+    client: bool,
+    /// Address: the server's (client), or the one to listen on (server).
+    #[arg(short = 'a', value_name = "ADDR")]
+    addr: Option<std::net::Ipv4Addr>,
+    /// TCP port.
+    #[arg(short = 'p', default_value_t = iwarp::rping::DEFAULT_PORT)]
+    port: u16,
+    /// Ping count (0: until interrupted).
+    #[arg(short = 'C', default_value_t = 0)]
+    count: u64,
+    /// Ping data size.
+    #[arg(short = 'S', default_value_t = iwarp::rping::DEFAULT_SIZE)]
+    size: usize,
+    /// Display ping data.
+    #[arg(short = 'v')]
+    verbose: bool,
+    /// Validate ping data.
+    #[arg(short = 'V')]
+    validate: bool,
+    /// Persistent server: serve clients one after the other.
+    #[arg(short = 'P')]
+    persistent: bool,
+    /// MPA CRC off (requested by default).
+    #[arg(long)]
+    no_crc: bool,
+    /// Client: peer-to-peer model with this RTR (RFC 6581).
+    #[arg(long, value_enum)]
+    p2p: Option<RtrName>,
+    /// Client: MPA Rev 1 Request (no IRD/ORD negotiation; a siw rping server then cannot
+    /// RDMA Read).
+    #[arg(long, conflicts_with = "p2p")]
+    rev1: bool,
+    /// Seconds any one step may take.
+    #[arg(long, default_value_t = 30.0)]
+    timeout: f64,
+    /// Deployment file selecting the device (DPDK port); without it both ends run in this
+    /// process over the in-memory link.
+    #[arg(long, value_name = "FILE")]
+    config: Option<PathBuf>,
+}
+
+#[derive(Args)]
+#[command(group(clap::ArgGroup::new("input").required(true).args(["hex", "bin", "pcap"])))]
 struct DecodeArgs {
     /// Read the stream as hex text from FILE ("-" for standard input); white space,
     /// ':' and '-' separators and '#' comments are ignored.
@@ -48,6 +102,11 @@ struct DecodeArgs {
     /// Read the stream as raw octets from FILE ("-" for standard input).
     #[arg(long, value_name = "FILE")]
     bin: Option<PathBuf>,
+    /// Read a libpcap capture from FILE ("-" for standard input): every TCP connection is
+    /// reassembled per direction, its MPA Request and Reply found and both directions
+    /// decoded in the mode they negotiated (implies --startup; --markers/--crc not used).
+    #[arg(long, value_name = "FILE", conflicts_with_all = ["startup", "markers", "crc"])]
+    pcap: Option<PathBuf>,
     /// The stream begins with an MPA Request or Reply; the marker origin is the octet
     /// after it. Without it the stream starts at the marker origin.
     #[arg(long)]
@@ -460,6 +519,9 @@ fn read_input(path: &PathBuf) -> std::io::Result<Vec<u8>> {
 }
 
 fn run_decode(args: DecodeArgs) -> Result<bool, String> {
+    if let Some(path) = &args.pcap {
+        return run_decode_pcap(path, args.json);
+    }
     let (path, is_hex) = match (&args.hex, &args.bin) {
         (Some(p), _) => (p, true),
         (None, Some(p)) => (p, false),
@@ -500,12 +562,140 @@ fn run_decode(args: DecodeArgs) -> Result<bool, String> {
     Ok(!decoded.failed)
 }
 
+fn run_rping(a: RpingArgs) -> Result<bool, String> {
+    use iwarp::rping::{self, RpingOptions};
+    if !(a.timeout > 0.0 && a.timeout.is_finite()) {
+        return Err(format!(
+            "--timeout must be a positive number of seconds, not {}",
+            a.timeout
+        ));
+    }
+    let mut o = RpingOptions {
+        count: a.count,
+        size: a.size,
+        verbose: a.verbose,
+        validate: a.validate,
+        persistent: a.persistent,
+        step_timeout: std::time::Duration::from_secs_f64(a.timeout),
+        ..RpingOptions::default()
+    };
+    o.initiator.crc = !a.no_crc;
+    o.responder.crc = !a.no_crc;
+    o.initiator.enhanced = !a.rev1;
+    if let Some(r) = a.p2p {
+        o.initiator.peer_to_peer = true;
+        o.initiator.rtr_types = control::startup::RtrTypes::NONE.with(match r {
+            RtrName::Write => control::startup::RtrType::Write,
+            RtrName::Read => control::startup::RtrType::Read,
+            RtrName::Send => control::startup::RtrType::Send,
+        });
+    }
+    rping::validate_options(&o).map_err(|e| e.to_string())?;
+    if let Some(path) = &a.config {
+        let cfg = load_config(path)?;
+        let client_to = match (a.server, a.addr) {
+            (true, _) => None,
+            (false, Some(addr)) => Some(std::net::SocketAddrV4::new(addr, a.port)),
+            (false, None) => {
+                return Err("the rping client needs the server's address (-a ADDR)".into())
+            }
+        };
+        let port = iwarp::deploy::select_port(&cfg, None, a.addr)
+            .map_err(|e| format!("{}: {e}", path.display()))?;
+        // The file's [mpa] policy is the base; the command line's flags override it.
+        let mut init = iwarp::deploy::initiator_config(&cfg.mpa);
+        init.crc = init.crc && o.initiator.crc;
+        init.enhanced = init.enhanced && o.initiator.enhanced;
+        init.ird = o.initiator.ird;
+        init.ord = o.initiator.ord;
+        if o.initiator.peer_to_peer {
+            init.peer_to_peer = true;
+            init.rtr_types = o.initiator.rtr_types;
+        } else if a.p2p.is_none() {
+            init.peer_to_peer = false;
+        }
+        o.initiator = init;
+        let mut resp = iwarp::deploy::responder_config(&cfg.mpa);
+        resp.crc = resp.crc && o.responder.crc;
+        o.responder = resp;
+        let node = iwarp::deploy::open(&cfg, port).map_err(|e| e.to_string())?;
+        let tcp_port = a.port;
+        let r = node
+            .run(move |dev, mut core| {
+                let mut out = std::io::stdout();
+                match client_to {
+                    None => rping::run_server(&dev, &mut core, tcp_port, &o, &mut out),
+                    Some(to) => rping::run_client(&dev, &mut core, to, &o, &mut out),
+                }
+                .map_err(|e| e.to_string())
+            })
+            .map_err(|e| e.to_string())?;
+        let stats = r?;
+        if !a.verbose {
+            println!(
+                "{} pings of {} octets{}",
+                stats.pings,
+                a.size,
+                if a.validate { ", validated" } else { "" }
+            );
+        }
+        return Ok(true);
+    }
+    if a.count == 0 {
+        return Err("without --config both ends run in this process: give a count (-C N)".into());
+    }
+    // Both ends in this process: client lines on stdout, server lines on stderr.
+    let mut stdout = std::io::stdout();
+    let r = rping::run_embedded(&o, a.port, &mut stdout, Box::new(std::io::stderr()));
+    match r {
+        Ok((c, _)) => {
+            if !a.verbose {
+                println!(
+                    "{} pings of {} octets{}",
+                    c.pings,
+                    o.size,
+                    if a.validate { ", validated" } else { "" }
+                );
+            }
+            Ok(true)
+        }
+        Err(e) => Err(e.to_string()),
+    }
+}
+
+fn run_decode_pcap(path: &PathBuf, json: bool) -> Result<bool, String> {
+    let raw = read_input(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    let decoded = pcap::decode_pcap(&raw).map_err(|e| format!("{}: {e}", path.display()))?;
+    let stdout = std::io::stdout();
+    let mut out = std::io::BufWriter::new(stdout.lock());
+    for r in &decoded.records {
+        let line = if json {
+            serde_json::Value::Object(r.clone()).to_string()
+        } else {
+            pcap::render_text(r)
+        };
+        if writeln!(out, "{line}").is_err() {
+            return Ok(!decoded.failed);
+        }
+    }
+    let _ = out.flush();
+    if decoded.mpa_connections == 0 {
+        eprintln!(
+            "iwarp: {}: no MPA connection found among {} TCP connections",
+            path.display(),
+            decoded.connections
+        );
+    }
+    Ok(!decoded.failed)
+}
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Decode(args) => run_decode(args),
         Command::Bench(args) => run_bench(args),
         Command::Serve(args) => run_serve(args),
+        Command::Rping(args) => run_rping(args),
     };
     match result {
         Ok(true) => ExitCode::SUCCESS,
