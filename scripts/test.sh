@@ -48,9 +48,13 @@ cargo test --workspace
 step "fault injection end to end, 256 MiB per case (release build)"
 cargo test --release -p control --test e2e_faults -- --include-ignored --nocapture
 
+step "two iwarp processes on DPDK: af_packet over veth, tap bridged to af_packet, memif (release build; root)"
+cargo test --release --test two_process -- --include-ignored --nocapture
+
 step "iwarp bench smoke run (embedded default, every test, verified)"
 for t in write-bw read-bw send-bw; do
   cargo run --release --quiet -- bench "$t" -s 65536 -n 2000 --verify
+  cargo run --release --quiet -- bench "$t" -a -n 20 --verify
 done
 for t in write-lat read-lat send-lat; do
   cargo run --release --quiet -- bench "$t" -s 8 -n 2000

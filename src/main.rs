@@ -303,7 +303,11 @@ fn run_bench(a: BenchArgs) -> Result<bool, String> {
     let out = match &a.config {
         None => bench::run_embedded(&opts).map_err(|e| e.to_string())?,
         Some(path) => {
-            if opts.faults != Faults::default() || a.mtu != 1500 {
+            if [a.loss, a.reorder, a.duplicate, a.resegment, a.corrupt]
+                .iter()
+                .any(|&p| p > 0.0)
+                || a.mtu != 1500
+            {
                 return Err(
                     "--mtu and fault injection apply to the in-memory link only; with --config \
                      the MTU is the port's `mtu`"

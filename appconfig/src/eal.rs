@@ -14,7 +14,8 @@ impl Eal {
     /// * devices: `-a <pci_addr>` for each `pci` port, or `--no-pci` when there is none;
     ///   one `--vdev` per `af_packet` / `tap` / `memif` port, numbered per driver in file
     ///   order (`net_af_packet0,iface=eth1,qpairs=2,framecnt=512`,
-    ///   `net_tap0,iface=iwtap0[,mac=..]`,
+    ///   `net_tap0,iface=iwtap0` (the port's `mac` is used in software, not given to the
+    ///   kernel interface),
     ///   `net_memif0,role=server,socket=/run/iwarp/memif.sock,id=0[,mac=..]`); `mem`
     ///   ports need nothing;
     /// * `args`, verbatim.
@@ -85,8 +86,9 @@ fn build(eal: &Eal, ports: &[Port], lcores: Option<String>, main: Option<u32>) -
                 );
             }
             Driver::Tap => {
+                // No `mac=`: the port's MAC is not the kernel interface's (see
+                // dpdk_port::PortConfig::software_mac).
                 push_arg(&mut vdev, "iface", port.iface.as_deref());
-                push_arg(&mut vdev, "mac", port.mac.map(|m| m.to_string()).as_deref());
             }
             Driver::Memif => {
                 push_arg(&mut vdev, "role", port.role.map(|r| r.as_str()));

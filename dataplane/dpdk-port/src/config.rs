@@ -38,6 +38,12 @@ pub struct PortConfig {
     /// change it, used as the port's address with promiscuous mode on. Must be unicast
     /// and not all zeros.
     pub mac: Option<[u8; 6]>,
+    /// Keep the device's own address and answer as another station: the port's MAC is
+    /// `mac` (or, without it, the device's with the locally administered bit set and the
+    /// last octet's low bit flipped), received with promiscuous mode on. For `net_tap`,
+    /// whose device address is the kernel interface's: a Linux bridge treats its ports'
+    /// addresses as its own and would not forward frames for them to the tap.
+    pub software_mac: bool,
 }
 
 impl PortConfig {
@@ -51,12 +57,14 @@ impl PortConfig {
             tx_ring: DEFAULT_RING,
             mempool_size: Self::default_mempool_size(DEFAULT_RING, DEFAULT_RING),
             mac: None,
+            software_mac: false,
         }
     }
 
     /// The configuration of a deployment-file port whose DPDK device is `device` (see
     /// [`appconfig::device_names`], or use [`PortConfig::from_ports`]): its MTU, ring
-    /// sizes and MAC, and [`PortConfig::default_mempool_size`]. Only one rx and one tx
+    /// sizes and MAC, and [`PortConfig::default_mempool_size`]; `tap` ports use
+    /// [`PortConfig::software_mac`]. Only one rx and one tx
     /// queue are used whatever `rx_queues`/`tx_queues` say.
     pub fn from_appconfig(port: &appconfig::Port, device: impl Into<String>) -> Self {
         PortConfig {
@@ -66,6 +74,7 @@ impl PortConfig {
             tx_ring: port.tx_ring,
             mempool_size: Self::default_mempool_size(port.rx_ring, port.tx_ring),
             mac: port.mac.map(|m| m.0),
+            software_mac: port.driver == appconfig::Driver::Tap,
         }
     }
 

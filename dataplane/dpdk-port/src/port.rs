@@ -248,8 +248,8 @@ impl DpdkPort {
         }
 
         // MAC override.
-        let mut promiscuous = false;
-        if let Some(mac) = cfg.mac {
+        let mut promiscuous = cfg.software_mac;
+        if let (Some(mac), false) = (cfg.mac, cfg.software_mac) {
             let mut addr = dpdk_sys::rte_ether_addr { addr_bytes: mac };
             // SAFETY: configured port; addr is a live local.
             let ret = unsafe { dpdk_sys::rte_eth_dev_default_mac_addr_set(port_id, &mut addr) };
@@ -327,6 +327,12 @@ impl DpdkPort {
         })?;
         let mac = match cfg.mac {
             Some(m) if promiscuous => m,
+            None if cfg.software_mac => {
+                let mut m = addr.addr_bytes;
+                m[0] = (m[0] | 0x02) & !0x01;
+                m[5] ^= 0x01;
+                m
+            }
             _ => addr.addr_bytes,
         };
 
