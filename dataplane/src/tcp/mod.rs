@@ -88,6 +88,7 @@
 //! before feeding the [`Deframer`](crate::mpa::deframe::Deframer). The smoltcp version is
 //! pinned to 0.12: 0.13 and later need Rust 1.91, above the workspace's 1.85.
 
+mod checksum;
 mod conn;
 mod isn;
 mod recv;
@@ -440,13 +441,20 @@ impl Listener {
 pub fn segment_to_bytes(tuple: &FourTuple, repr: &TcpRepr, out: &mut Vec<u8>) {
     let start = out.len();
     out.resize(start + repr.buffer_len(), 0);
-    let mut packet = TcpPacket::new_unchecked(&mut out[start..]);
+    emit_segment(tuple.local_addr, tuple.remote_addr, repr, &mut out[start..]);
+}
+
+/// Writes `repr` as a TCP segment from `src` to `dst` into `buf` (exactly
+/// `repr.buffer_len()` octets), checksum included.
+pub(crate) fn emit_segment(src: Ipv4Address, dst: Ipv4Address, repr: &TcpRepr, buf: &mut [u8]) {
+    let mut packet = TcpPacket::new_unchecked(&mut *buf);
     repr.emit(
         &mut packet,
-        &IpAddress::Ipv4(tuple.local_addr),
-        &IpAddress::Ipv4(tuple.remote_addr),
-        &ChecksumCapabilities::default(),
+        &IpAddress::Ipv4(src),
+        &IpAddress::Ipv4(dst),
+        &ChecksumCapabilities::ignored(),
     );
+    checksum::fill_tcp(src, dst, buf);
 }
 
 /// Parses a TCP segment sent from `src` to `dst`, checking its length, options and
@@ -457,11 +465,14 @@ pub fn segment_from_bytes<'a>(
     bytes: &'a [u8],
 ) -> Option<TcpRepr<'a>> {
     let packet = TcpPacket::new_checked(bytes).ok()?;
+    if !checksum::verify_tcp(src, dst, bytes) {
+        return None;
+    }
     TcpRepr::parse(
         &packet,
         &IpAddress::Ipv4(src),
         &IpAddress::Ipv4(dst),
-        &ChecksumCapabilities::default(),
+        &ChecksumCapabilities::ignored(),
     )
     .ok()
 }
