@@ -1601,7 +1601,6 @@ impl Connection {
                 return;
             }
             Kind::Data { mode } => {
-                self.sendq.copy(out.data_start, out.data_len, &mut scratch);
                 if out.fin {
                     repr.control = TcpControl::Fin;
                 } else if out.data_len > 0 {
@@ -1681,8 +1680,22 @@ impl Connection {
         };
         self.segs_unacked = 0;
         self.stats.segments_sent += 1;
-        repr.payload = &scratch;
-        emit(&repr, &scratch);
+        // The payload straight from its record when one record holds it (the usual case:
+        // one FPDU per segment), else gathered into the scratch buffer.
+        let payload: &[u8] = match out.kind {
+            Kind::Data { .. } if out.data_len > 0 => {
+                match self.sendq.slice(out.data_start, out.data_len) {
+                    Some(p) => p,
+                    None => {
+                        self.sendq.copy(out.data_start, out.data_len, &mut scratch);
+                        &scratch
+                    }
+                }
+            }
+            _ => &[],
+        };
+        repr.payload = payload;
+        emit(&repr, payload);
         self.scratch = scratch;
     }
 }
