@@ -44,12 +44,14 @@ impl Pair {
 
 /// TCP tunables for the in-memory link: a 200 µs RTO floor (the wire's RTT is a few
 /// microseconds), 10 ms initial RTO with 10 SYN retries (so a lost ARP request, retried
-/// after 100 ms, does not exhaust them), 4 MiB windows.
+/// after 100 ms, does not exhaust them), 512 KiB windows (a larger
+/// window only spreads the octets in flight over more cache: measured 20-30% slower
+/// with 4 MiB).
 pub fn tcp_config(mtu: usize) -> tcp::Config {
     tcp::Config {
         mtu,
-        recv_buffer: 4 << 20,
-        send_buffer: 4 << 20,
+        recv_buffer: 512 << 10,
+        send_buffer: 512 << 10,
         rto_initial: smoltcp::time::Duration::from_millis(10),
         syn_retries: 10,
         rto_min: smoltcp::time::Duration::from_micros(200),
