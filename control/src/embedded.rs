@@ -42,6 +42,11 @@ impl Pair {
     }
 }
 
+/// Idle polls after which an embedded core yields its CPU ([`Core::set_idle_yield`]):
+/// both nodes' threads, and whatever else runs, may share few CPUs, and a core spinning
+/// on an empty wire keeps its peer from running.
+pub const IDLE_YIELD_POLLS: u32 = 256;
+
 /// TCP tunables for the in-memory link: a 200 µs RTO floor (the wire's RTT is a few
 /// microseconds), 10 ms initial RTO with 10 SYN retries (so a lost ARP request, retried
 /// after 100 ms, does not exhaust them), 512 KiB windows (a larger
@@ -85,8 +90,10 @@ pub fn pair(
     a_to_b.validate()?;
     b_to_a.validate()?;
     let (pa, pb) = mem::link(a_to_b, b_to_a);
-    let (a, core_a) = node(Box::new(pa), ADDR_A, tcp.clone());
-    let (b, core_b) = node(Box::new(pb), ADDR_B, tcp);
+    let (a, mut core_a) = node(Box::new(pa), ADDR_A, tcp.clone());
+    let (b, mut core_b) = node(Box::new(pb), ADDR_B, tcp);
+    core_a.set_idle_yield(IDLE_YIELD_POLLS);
+    core_b.set_idle_yield(IDLE_YIELD_POLLS);
     Ok(Pair {
         a,
         core_a,

@@ -46,8 +46,8 @@ use smoltcp::phy::ChecksumCapabilities;
 use smoltcp::time::{Duration, Instant};
 use smoltcp::wire::{
     ArpOperation, ArpPacket, ArpRepr, EthernetAddress, EthernetFrame, EthernetProtocol,
-    EthernetRepr, Icmpv4Message, Icmpv4Packet, Icmpv4Repr, IpProtocol, Ipv4Address,
-    Ipv4Packet, Ipv4Repr, TcpRepr,
+    EthernetRepr, Icmpv4Message, Icmpv4Packet, Icmpv4Repr, IpProtocol, Ipv4Address, Ipv4Packet,
+    Ipv4Repr, TcpRepr,
 };
 use std::collections::HashMap;
 use std::fmt;
