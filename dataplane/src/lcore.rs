@@ -788,12 +788,26 @@ fn run_qp(
     let mut work = take_work_requests(f);
     let max = f.mulpdu;
     while f.qp.has_tx() && tcp.send_space() >= f.framer.wire_len(max) {
-        ulpdu.clear();
-        if !f.qp.poll_ulpdu(max, ulpdu) {
-            break;
-        }
-        let mut rec = Vec::with_capacity(f.framer.wire_len(ulpdu.len()));
-        if f.framer.frame(ulpdu, &mut rec).is_err() {
+        // The record is built in a recycled buffer. Without markers the QP writes the
+        // ULPDU straight into it after room for the ULPDU_Length field and the framer
+        // finishes it in place; with markers the ULPDU is framed from a copy.
+        let mut rec = tcp.take_buffer();
+        let framed = if f.framer.mode().markers {
+            ulpdu.clear();
+            if !f.qp.poll_ulpdu(max, ulpdu) {
+                break;
+            }
+            rec.reserve(f.framer.wire_len(ulpdu.len()));
+            f.framer.frame(ulpdu, &mut rec).map(|()| true)
+        } else {
+            rec.reserve(f.framer.wire_len(max));
+            rec.extend_from_slice(&[0; Framer::IN_PLACE_HEADROOM]);
+            if !f.qp.poll_ulpdu(max, &mut rec) {
+                break;
+            }
+            f.framer.frame_in_place(&mut rec, 0)
+        };
+        if !matches!(framed, Ok(true)) {
             f.qp.on_llp_error(TermError::Llp(MpaErrorCode::LocalCatastrophic));
             break;
         }

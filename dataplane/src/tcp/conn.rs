@@ -475,6 +475,13 @@ impl Connection {
         Ok(())
     }
 
+    /// An empty buffer to build the next record in before [`Connection::send_fpdu`]: the
+    /// buffer of an acknowledged record when one is spare (so a steady stream of records
+    /// allocates nothing), else a new one.
+    pub fn take_buffer(&mut self) -> Vec<u8> {
+        self.sendq.take_buffer()
+    }
+
     /// Octets [`Connection::send_fpdu`] still accepts.
     pub fn send_space(&self) -> usize {
         self.cfg.send_buffer.saturating_sub(self.sendq.bytes())

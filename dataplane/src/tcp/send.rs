@@ -47,7 +47,12 @@ pub(crate) struct SendQueue {
     /// (segments go out in order, so the next lookup is almost always there or one on)
     /// before falling back to a binary search.
     hint: Cell<u64>,
+    /// Buffers of acknowledged records, for [`SendQueue::take_buffer`].
+    spare: Vec<Vec<u8>>,
 }
+
+/// Most buffers of acknowledged records kept for reuse.
+const SPARE_BUFFERS: usize = 64;
 
 impl SendQueue {
     /// Stream offset one past the last octet queued.
@@ -86,12 +91,24 @@ impl SendQueue {
         while let Some(r) = self.recs.front() {
             if r.end() <= off {
                 self.bytes -= r.data.len();
-                self.recs.pop_front();
+                if let Some(r) = self.recs.pop_front() {
+                    if self.spare.len() < SPARE_BUFFERS {
+                        self.spare.push(r.data);
+                    }
+                }
                 self.popped += 1;
             } else {
                 break;
             }
         }
+    }
+
+    /// An empty buffer for the next record: one of an acknowledged record (its capacity
+    /// kept, so records of one size need no allocation) or a new one.
+    pub fn take_buffer(&mut self) -> Vec<u8> {
+        let mut b = self.spare.pop().unwrap_or_default();
+        b.clear();
+        b
     }
 
     /// Index of the record holding stream offset `off`.
@@ -458,6 +475,11 @@ mod tests {
         assert_eq!(q.bytes(), 6);
         q.ack_to(9);
         assert_eq!(q.records(), 0);
+        let b = q.take_buffer();
+        assert!(
+            b.is_empty() && b.capacity() >= 2,
+            "an acknowledged record's buffer"
+        );
         assert_eq!(q.end(), 9);
         assert_eq!(q.plan(9, 10, 100).len, 0);
     }
