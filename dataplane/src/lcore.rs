@@ -218,6 +218,10 @@ pub struct Core {
     deferred: DeferredTx,
     ulpdu: Vec<u8>,
     stats: CoreStats,
+    /// Yield the CPU after this many consecutive idle polls (0: never).
+    idle_yield: u32,
+    /// Consecutive polls that found nothing to do.
+    idle_polls: u32,
     alignment_closed: AlignmentStats,
     /// `IWARP_DEBUG` set: print each QP that leaves RTS, with its Terminates, to stderr.
     trace_qp_errors: bool,
@@ -270,6 +274,8 @@ impl Core {
             deferred,
             ulpdu: Vec::with_capacity(65536),
             stats: CoreStats::default(),
+            idle_yield: 0,
+            idle_polls: 0,
             alignment_closed: AlignmentStats::default(),
             trace_qp_errors: std::env::var_os("IWARP_DEBUG").is_some(),
         }
@@ -322,7 +328,25 @@ impl Core {
             work += self.service(now, i);
         }
         self.port.flush();
+        if work == 0 && self.idle_yield > 0 {
+            self.idle_polls += 1;
+            if self.idle_polls >= self.idle_yield {
+                self.idle_polls = 0;
+                std::thread::yield_now();
+            }
+        } else {
+            self.idle_polls = 0;
+        }
         work
+    }
+
+    /// Makes [`Core::poll`] yield the CPU (`std::thread::yield_now`) after `polls`
+    /// consecutive polls that found nothing to do; 0 (the default) never yields. For
+    /// cores that share CPUs with other busy threads (the embedded two-node setup, whose
+    /// peer core may be waiting for this CPU): a dedicated DPDK lcore keeps 0.
+    pub fn set_idle_yield(&mut self, polls: u32) {
+        self.idle_yield = polls;
+        self.idle_polls = 0;
     }
 
     fn alloc_slot(&mut self, conn: Conn) -> usize {
@@ -767,12 +791,26 @@ fn run_qp(
     let mut work = take_work_requests(f);
     let max = f.mulpdu;
     while f.qp.has_tx() && tcp.send_space() >= f.framer.wire_len(max) {
-        ulpdu.clear();
-        if !f.qp.poll_ulpdu(max, ulpdu) {
-            break;
-        }
-        let mut rec = Vec::with_capacity(f.framer.wire_len(ulpdu.len()));
-        if f.framer.frame(ulpdu, &mut rec).is_err() {
+        // The record is built in a recycled buffer. Without markers the QP writes the
+        // ULPDU straight into it after room for the ULPDU_Length field and the framer
+        // finishes it in place; with markers the ULPDU is framed from a copy.
+        let mut rec = tcp.take_buffer();
+        let framed = if f.framer.mode().markers {
+            ulpdu.clear();
+            if !f.qp.poll_ulpdu(max, ulpdu) {
+                break;
+            }
+            rec.reserve(f.framer.wire_len(ulpdu.len()));
+            f.framer.frame(ulpdu, &mut rec).map(|()| true)
+        } else {
+            rec.reserve(f.framer.wire_len(max));
+            rec.extend_from_slice(&[0; Framer::IN_PLACE_HEADROOM]);
+            if !f.qp.poll_ulpdu(max, &mut rec) {
+                break;
+            }
+            f.framer.frame_in_place(&mut rec, 0)
+        };
+        if !matches!(framed, Ok(true)) {
             f.qp.on_llp_error(TermError::Llp(MpaErrorCode::LocalCatastrophic));
             break;
         }

@@ -46,8 +46,8 @@ use smoltcp::phy::ChecksumCapabilities;
 use smoltcp::time::{Duration, Instant};
 use smoltcp::wire::{
     ArpOperation, ArpPacket, ArpRepr, EthernetAddress, EthernetFrame, EthernetProtocol,
-    EthernetRepr, Icmpv4Message, Icmpv4Packet, Icmpv4Repr, IpAddress, IpProtocol, Ipv4Address,
-    Ipv4Packet, Ipv4Repr, TcpPacket, TcpRepr,
+    EthernetRepr, Icmpv4Message, Icmpv4Packet, Icmpv4Repr, IpProtocol, Ipv4Address, Ipv4Packet,
+    Ipv4Repr, TcpRepr,
 };
 use std::collections::HashMap;
 use std::fmt;
@@ -391,16 +391,12 @@ impl Net {
             payload_len: tcp_len,
             hop_limit: TTL,
         };
-        let (src, dst) = (
-            IpAddress::Ipv4(tuple.local_addr),
-            IpAddress::Ipv4(tuple.remote_addr),
-        );
+        let (src, dst) = (tuple.local_addr, tuple.remote_addr);
         let caps = ChecksumCapabilities::default();
         let sent = port.tx(ETH_LEN + ip_len, &mut |buf: &mut [u8]| {
             eth.emit(&mut EthernetFrame::new_unchecked(&mut *buf));
             ip.emit(&mut Ipv4Packet::new_unchecked(&mut buf[ETH_LEN..]), &caps);
-            let mut tcp = TcpPacket::new_unchecked(&mut buf[ETH_LEN + IPV4_LEN..]);
-            repr.emit(&mut tcp, &src, &dst, &caps);
+            crate::tcp::emit_segment(src, dst, repr, &mut buf[ETH_LEN + IPV4_LEN..]);
         });
         if sent {
             Ok(())

@@ -288,6 +288,39 @@ impl Framer {
         }
     }
 
+    /// Octets a caller leaves in front of a ULPDU it writes straight into the FPDU's
+    /// buffer for [`Framer::frame_in_place`]: the ULPDU_Length field.
+    pub const IN_PLACE_HEADROOM: usize = ULPDU_LENGTH_LEN;
+
+    /// Frames in place, without copying the ULPDU: `buf[start..start + 2]` is room for the
+    /// ULPDU_Length field (its content is overwritten) and the ULPDU is the rest of `buf`;
+    /// the length is written and PAD and CRC appended, so `buf[start..]` becomes the
+    /// FPDU. Only without markers (with markers the ULPDU would have to move around them):
+    /// returns `Ok(false)` and leaves `buf` alone when markers are on, and the caller
+    /// frames with [`Framer::frame`] instead.
+    pub fn frame_in_place(&mut self, buf: &mut Vec<u8>, start: usize) -> Result<bool, FrameError> {
+        if self.mode.markers {
+            return Ok(false);
+        }
+        let ulpdu_len = buf.len().saturating_sub(start + ULPDU_LENGTH_LEN);
+        if ulpdu_len == 0 {
+            return Err(FrameError::EmptyUlpdu);
+        }
+        if ulpdu_len > MAX_ULPDU_LEN {
+            return Err(FrameError::UlpduTooLong { len: ulpdu_len });
+        }
+        buf[start..start + ULPDU_LENGTH_LEN].copy_from_slice(&(ulpdu_len as u16).to_be_bytes());
+        buf.extend_from_slice(&[0u8; 3][..pad_len(ulpdu_len)]);
+        let crc_field = if self.mode.crc {
+            crc::to_wire(crc::crc32c(&buf[start..]))
+        } else {
+            [0u8; 4]
+        };
+        buf.extend_from_slice(&crc_field);
+        self.pos += fpdu_len_without_markers(ulpdu_len) as u64;
+        Ok(true)
+    }
+
     /// Appends the FPDU carrying `ulpdu` to `out`.
     pub fn frame(&mut self, ulpdu: &[u8], out: &mut Vec<u8>) -> Result<(), FrameError> {
         self.frame_vectored(&[ulpdu], out)
@@ -527,6 +560,40 @@ mod tests {
 
     /// RFC 5044 7.1.1 (C) and section 4.4: the CRC field is present even when CRCs are
     /// not in use (we send it as zero, as siw does).
+    #[test]
+    fn framing_in_place_matches_framing_a_copy() {
+        for crc in [true, false] {
+            let mode = FpduMode {
+                markers: false,
+                crc,
+            };
+            let (mut a, mut b) = (Framer::at_offset(mode, 7), Framer::at_offset(mode, 7));
+            for len in [1usize, 2, 3, 4, 5, 100, 1441, MAX_ULPDU_LEN] {
+                let ulpdu: Vec<u8> = (0..len).map(|i| (i * 13 + len) as u8).collect();
+                let mut want = vec![9u8; 3];
+                a.frame(&ulpdu, &mut want).unwrap();
+                let mut got = vec![9u8; 3];
+                got.extend_from_slice(&[0xee; Framer::IN_PLACE_HEADROOM]);
+                got.extend_from_slice(&ulpdu);
+                assert_eq!(b.frame_in_place(&mut got, 3), Ok(true));
+                assert_eq!(got, want, "len {len} crc {crc}");
+                assert_eq!(a.stream_offset(), b.stream_offset());
+            }
+            let mut empty = vec![0u8; 2];
+            assert_eq!(b.frame_in_place(&mut empty, 0), Err(FrameError::EmptyUlpdu));
+            let mut long = vec![0u8; 2 + MAX_ULPDU_LEN + 1];
+            assert!(b.frame_in_place(&mut long, 0).is_err());
+        }
+        let mut m = Framer::new(FpduMode {
+            markers: true,
+            crc: true,
+        });
+        let mut buf = vec![0u8; 10];
+        assert_eq!(m.frame_in_place(&mut buf, 0), Ok(false));
+        assert_eq!(buf, vec![0u8; 10]);
+        assert_eq!(m.stream_offset(), 0);
+    }
+
     #[test]
     fn crc_off_sends_zero_crc_field() {
         let mut f = Framer::new(FpduMode {

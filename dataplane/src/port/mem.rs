@@ -532,6 +532,27 @@ impl MemPort {
         }
     }
 
+    /// A buffer of `len` octets for [`Port::tx`] to fill. A recycled buffer keeps its old
+    /// octets (`fill` overwrites all of them): only growth is zeroed, so frames of one
+    /// size reuse buffers without a memset.
+    fn tx_buffer(&self, len: usize) -> Vec<u8> {
+        match self.link[self.out].free.pop() {
+            Some(mut b) => {
+                if b.len() >= len {
+                    b.truncate(len);
+                } else {
+                    b.resize(len, 0);
+                }
+                b
+            }
+            None => {
+                let mut b = Vec::with_capacity(self.cfg.mtu + ETHERNET_HEADER_LEN);
+                b.resize(len, 0);
+                b
+            }
+        }
+    }
+
     fn recycle(dir: &Direction, buf: Vec<u8>) {
         let _ = dir.free.push(buf);
     }
@@ -701,8 +722,7 @@ impl Port for MemPort {
             self.stats.tx_dropped += 1;
             return false;
         }
-        let mut buf = self.buffer();
-        buf.resize(len, 0);
+        let mut buf = self.tx_buffer(len);
         fill(&mut buf);
         self.stats.tx_frames += 1;
         self.stats.tx_octets += len as u64;

@@ -88,6 +88,16 @@ struct Out {
     fin: bool,
 }
 
+/// State saved at the first retransmission timeout of an episode (RFC 3522, RFC 4015).
+#[derive(Debug, Clone, Copy)]
+struct RtoUndo {
+    /// TSval of the first retransmission.
+    rtx_tsval: u32,
+    /// cwnd and ssthresh before the timeout.
+    cwnd: u64,
+    ssthresh: u64,
+}
+
 /// One TCP connection (a transmission control block, RFC 9293 section 3.3.1), sans-IO.
 ///
 /// Fed segments with [`Connection::on_segment`] and time with [`Connection::poll_transmit`];
@@ -172,6 +182,9 @@ pub struct Connection {
     fast_rtx_pending: bool,
     /// RFC 6675 `pipe` during SACK-based loss recovery, octets.
     pipe: u64,
+    /// Set by a retransmission timeout with timestamps on: what the Eifel detection
+    /// (RFC 3522) needs to tell a spurious timeout and undo it (RFC 4015).
+    rto_undo: Option<RtoUndo>,
 
     // ---- misc ----
     pending_rst: Option<(TcpSeqNumber, Option<TcpSeqNumber>)>,
@@ -193,7 +206,8 @@ impl Connection {
             dur_us(cfg.rto_initial),
             dur_us(cfg.rto_min),
             dur_us(cfg.rto_max),
-        );
+        )
+        .with_var_floor(dur_us(cfg.rto_min_var));
         let recv = RecvBuffer::new(
             cfg.max_ooo_blocks,
             cfg.report_out_of_order,
@@ -253,6 +267,7 @@ impl Connection {
             recover: 0,
             fast_rtx_pending: false,
             pipe: 0,
+            rto_undo: None,
             pending_rst: None,
             challenge_window_start: now,
             challenge_count: 0,
@@ -458,6 +473,13 @@ impl Connection {
         }
         self.sendq.push(fpdu);
         Ok(())
+    }
+
+    /// An empty buffer to build the next record in before [`Connection::send_fpdu`]: the
+    /// buffer of an acknowledged record when one is spare (so a steady stream of records
+    /// allocates nothing), else a new one.
+    pub fn take_buffer(&mut self) -> Vec<u8> {
+        self.sendq.take_buffer()
     }
 
     /// Octets [`Connection::send_fpdu`] still accepts.
@@ -718,7 +740,12 @@ impl Connection {
         // RFC 7323 5.3: PAWS, before the sequence number check.
         if self.ts_ok && !is_rst && self.ts_recent_valid {
             // RFC 7323 5.5: TS.Recent older than 24 days is stale.
-            if self.now.saturating_sub(self.ts_recent_age) > 24 * 86_400 * 1_000_000 {
+            // With finer ticks the TSval clock wraps sooner: 2^31 ticks, at most 24 days.
+            let stale = dur_us(self.cfg.ts_tick)
+                .max(1)
+                .saturating_mul(1 << 31)
+                .min(24 * 86_400 * 1_000_000);
+            if self.now.saturating_sub(self.ts_recent_age) > stale {
                 self.ts_recent_valid = false;
             } else if let Some(ts) = repr.timestamp {
                 if ts_lt(ts.tsval, self.ts_recent) {
@@ -1010,6 +1037,18 @@ impl Connection {
         } else {
             0
         };
+        // RFC 3522 Eifel detection: the first ACK to advance SND.UNA after a timeout echoes
+        // a TSval older than the first retransmission's when an original transmission
+        // made it: the timeout was spurious (a peer that did not run in time, not loss).
+        let spurious = match self.rto_undo {
+            Some(u) if ack_off > self.snd_una => {
+                self.rto_undo = None;
+                repr.timestamp
+                    .is_some_and(|ts| ts.tsecr != 0 && ts_lt(ts.tsecr, u.rtx_tsval))
+                    .then_some(u)
+            }
+            _ => None,
+        };
         if ack_off > self.snd_una {
             let acked = ack_off - self.snd_una;
             self.snd_una = ack_off;
@@ -1129,6 +1168,16 @@ impl Connection {
                 self.persist_backoff = 0;
             }
         }
+        if let Some(u) = spurious {
+            // RFC 4015 response: no go-back-N (the originals arrived), resume with new data
+            // (SND.NXT = SND.MAX) and give back the congestion state the timeout took.
+            self.stats.spurious_timeouts += 1;
+            self.snd_nxt = self.snd_nxt.max(self.snd_max);
+            if !self.in_recovery {
+                self.cwnd = self.cwnd.max(u.cwnd);
+                self.ssthresh = u.ssthresh;
+            }
+        }
     }
 
     /// Stream offsets `[SND.UNA, SND.MAX)` restricted to data (no SYN, no FIN): the range
@@ -1239,6 +1288,14 @@ impl Connection {
         }
         self.rtt.back_off();
         self.rtt_timed = None;
+        if self.synchronized() && self.ts_ok && self.rto_undo.is_none() {
+            // The retransmission goes out in this same call, so with this TSval.
+            self.rto_undo = Some(RtoUndo {
+                rtx_tsval: self.tsval(),
+                cwnd: self.cwnd,
+                ssthresh: self.ssthresh,
+            });
+        }
         if self.synchronized() {
             let smss = self.emss as u64;
             let flight = self.snd_max - self.snd_una;
@@ -1601,7 +1658,6 @@ impl Connection {
                 return;
             }
             Kind::Data { mode } => {
-                self.sendq.copy(out.data_start, out.data_len, &mut scratch);
                 if out.fin {
                     repr.control = TcpControl::Fin;
                 } else if out.data_len > 0 {
@@ -1681,8 +1737,22 @@ impl Connection {
         };
         self.segs_unacked = 0;
         self.stats.segments_sent += 1;
-        repr.payload = &scratch;
-        emit(&repr, &scratch);
+        // The payload straight from its record when one record holds it (the usual case:
+        // one FPDU per segment), else gathered into the scratch buffer.
+        let payload: &[u8] = match out.kind {
+            Kind::Data { .. } if out.data_len > 0 => {
+                match self.sendq.slice(out.data_start, out.data_len) {
+                    Some(p) => p,
+                    None => {
+                        self.sendq.copy(out.data_start, out.data_len, &mut scratch);
+                        &scratch
+                    }
+                }
+            }
+            _ => &[],
+        };
+        repr.payload = payload;
+        emit(&repr, payload);
         self.scratch = scratch;
     }
 }

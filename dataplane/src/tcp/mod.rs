@@ -36,7 +36,11 @@
 //!   SACK-permitted; SACK blocks generated on receive.
 //! * RFC 6298: RTO in microseconds with Karn's rule (one timed segment at a time; any
 //!   retransmission cancels the measurement), exponential backoff, configurable floor and
-//!   ceiling.
+//!   ceiling, and an optional floor of the variance term ([`Config::rto_min_var`]).
+//! * RFC 3522 / RFC 4015 (with timestamps): Eifel detection of a spurious timeout (the
+//!   first ACK to advance SND.UNA echoes a TSval older than the first retransmission's)
+//!   and its response: no go-back-N, cwnd and ssthresh as before the timeout. Needs a
+//!   [`Config::ts_tick`] well below the RTO to tell the two apart.
 //! * RFC 5681 / RFC 3465: slow start with byte counting, congestion avoidance, one
 //!   immediate duplicate ACK per out-of-order segment (even when a burst of segments is
 //!   processed before the next transmit).
@@ -88,6 +92,7 @@
 //! before feeding the [`Deframer`](crate::mpa::deframe::Deframer). The smoltcp version is
 //! pinned to 0.12: 0.13 and later need Rust 1.91, above the workspace's 1.85.
 
+mod checksum;
 mod conn;
 mod isn;
 mod recv;
@@ -225,6 +230,11 @@ pub struct Config {
     pub rto_min: Duration,
     /// RTO ceiling (RFC 6298 2.5; at least 60 s).
     pub rto_max: Duration,
+    /// Floor of RTO's variance term: RTO = SRTT + max(4 RTTVAR, this) before
+    /// [`Config::rto_min`] and [`Config::rto_max`] apply. Zero (the default) is RFC 6298
+    /// as written; Linux uses its minimum RTO here, so RTO stays that far above a steady
+    /// SRTT (see [`RttEstimator::with_var_floor`]).
+    pub rto_min_var: Duration,
     /// Maximum segment lifetime; TIME-WAIT lasts 2 MSL (RFC 9293 3.4.2).
     pub msl: Duration,
     /// How long FIN-WAIT-2 waits for the peer's FIN before closing (not in RFC 9293; Linux
@@ -262,6 +272,7 @@ impl Default for Config {
             rto_initial: Duration::from_secs(1),
             rto_min: Duration::from_millis(200),
             rto_max: Duration::from_secs(60),
+            rto_min_var: Duration::ZERO,
             msl: Duration::from_secs(30),
             fin_wait2_timeout: Duration::from_secs(60),
             delayed_ack: Duration::from_micros(200),
@@ -309,6 +320,8 @@ pub struct Stats {
     pub timeouts: u64,
     /// Fast retransmits (RFC 5681 3.2).
     pub fast_retransmits: u64,
+    /// Retransmission timeouts found spurious by Eifel detection (RFC 3522) and undone.
+    pub spurious_timeouts: u64,
     /// Duplicate ACKs received.
     pub dupacks_received: u64,
     /// Zero-window probes sent.
@@ -440,13 +453,20 @@ impl Listener {
 pub fn segment_to_bytes(tuple: &FourTuple, repr: &TcpRepr, out: &mut Vec<u8>) {
     let start = out.len();
     out.resize(start + repr.buffer_len(), 0);
-    let mut packet = TcpPacket::new_unchecked(&mut out[start..]);
+    emit_segment(tuple.local_addr, tuple.remote_addr, repr, &mut out[start..]);
+}
+
+/// Writes `repr` as a TCP segment from `src` to `dst` into `buf` (exactly
+/// `repr.buffer_len()` octets), checksum included.
+pub(crate) fn emit_segment(src: Ipv4Address, dst: Ipv4Address, repr: &TcpRepr, buf: &mut [u8]) {
+    let mut packet = TcpPacket::new_unchecked(&mut *buf);
     repr.emit(
         &mut packet,
-        &IpAddress::Ipv4(tuple.local_addr),
-        &IpAddress::Ipv4(tuple.remote_addr),
-        &ChecksumCapabilities::default(),
+        &IpAddress::Ipv4(src),
+        &IpAddress::Ipv4(dst),
+        &ChecksumCapabilities::ignored(),
     );
+    checksum::fill_tcp(src, dst, buf);
 }
 
 /// Parses a TCP segment sent from `src` to `dst`, checking its length, options and
@@ -457,11 +477,14 @@ pub fn segment_from_bytes<'a>(
     bytes: &'a [u8],
 ) -> Option<TcpRepr<'a>> {
     let packet = TcpPacket::new_checked(bytes).ok()?;
+    if !checksum::verify_tcp(src, dst, bytes) {
+        return None;
+    }
     TcpRepr::parse(
         &packet,
         &IpAddress::Ipv4(src),
         &IpAddress::Ipv4(dst),
-        &ChecksumCapabilities::default(),
+        &ChecksumCapabilities::ignored(),
     )
     .ok()
 }

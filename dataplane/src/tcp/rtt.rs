@@ -13,6 +13,8 @@ pub struct RttEstimator {
     backoff: u32,
     min: u64,
     max: u64,
+    /// Floor of the variance term `K * RTTVAR`.
+    var_floor: u64,
 }
 
 impl RttEstimator {
@@ -28,7 +30,18 @@ impl RttEstimator {
             backoff: 0,
             min,
             max,
+            var_floor: 0,
         }
+    }
+
+    /// Floors the variance term: RTO = SRTT + max(4 RTTVAR, `floor`) (then clamped to
+    /// `min..=max`). RFC 6298 2.3 has max(G, K*RTTVAR) with G the clock granularity; a
+    /// larger floor (Linux keeps RTTVAR at least its minimum RTO) keeps RTO from closing
+    /// in on SRTT when the RTT is steady, so a peer that is late by a little more than
+    /// the RTT's jitter (not scheduled, say) does not set off a spurious timeout.
+    pub fn with_var_floor(mut self, floor: u64) -> Self {
+        self.var_floor = floor;
+        self
     }
 
     /// Takes one RTT measurement `r` (RFC 6298 2.2 and 2.3) and clears the backoff
@@ -47,7 +60,7 @@ impl RttEstimator {
             }
         }
         let srtt = self.srtt.unwrap_or(r);
-        let k_rttvar = self.rttvar.saturating_mul(4).max(1);
+        let k_rttvar = self.rttvar.saturating_mul(4).max(1).max(self.var_floor);
         self.base_rto = srtt.saturating_add(k_rttvar).clamp(self.min, self.max);
         self.backoff = 0;
     }
@@ -109,6 +122,22 @@ mod tests {
         f.sample(10);
         // Floor.
         assert_eq!(f.rto(), 200_000);
+    }
+
+    #[test]
+    fn variance_floor() {
+        let mut e = RttEstimator::new(1_000, 50, 1_000_000).with_var_floor(200);
+        for _ in 0..50 {
+            e.sample(500);
+        }
+        // RTTVAR decayed to almost nothing; the floor keeps RTO 200 above SRTT.
+        assert!(e.rttvar() < 5);
+        assert_eq!(e.rto(), 700);
+        let mut f = RttEstimator::new(1_000, 50, 1_000_000);
+        for _ in 0..50 {
+            f.sample(500);
+        }
+        assert!(f.rto() < 520);
     }
 
     #[test]

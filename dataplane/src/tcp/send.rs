@@ -4,6 +4,7 @@
 //! mode). The queue remembers their boundaries until they are fully acknowledged, so that
 //! every segment, new or retransmitted, can be cut at record boundaries.
 
+use std::cell::Cell;
 use std::collections::VecDeque;
 
 /// One record as pushed: it occupies stream octets `off .. off + data.len()`.
@@ -40,7 +41,18 @@ pub(crate) struct SendQueue {
     end: u64,
     /// Octets held.
     bytes: usize,
+    /// Records dropped from the front so far: `recs[i]` is record number `popped + i`.
+    popped: u64,
+    /// Number of the record [`SendQueue::find`] found last: lookups walk forward from it
+    /// (segments go out in order, so the next lookup is almost always there or one on)
+    /// before falling back to a binary search.
+    hint: Cell<u64>,
+    /// Buffers of acknowledged records, for [`SendQueue::take_buffer`].
+    spare: Vec<Vec<u8>>,
 }
+
+/// Most buffers of acknowledged records kept for reuse.
+const SPARE_BUFFERS: usize = 64;
 
 impl SendQueue {
     /// Stream offset one past the last octet queued.
@@ -79,18 +91,42 @@ impl SendQueue {
         while let Some(r) = self.recs.front() {
             if r.end() <= off {
                 self.bytes -= r.data.len();
-                self.recs.pop_front();
+                if let Some(r) = self.recs.pop_front() {
+                    if self.spare.len() < SPARE_BUFFERS {
+                        self.spare.push(r.data);
+                    }
+                }
+                self.popped += 1;
             } else {
                 break;
             }
         }
     }
 
+    /// An empty buffer for the next record: one of an acknowledged record (its capacity
+    /// kept, so records of one size need no allocation) or a new one.
+    pub fn take_buffer(&mut self) -> Vec<u8> {
+        let mut b = self.spare.pop().unwrap_or_default();
+        b.clear();
+        b
+    }
+
     /// Index of the record holding stream offset `off`.
     fn find(&self, off: u64) -> Option<usize> {
+        let h = self.hint.get().saturating_sub(self.popped) as usize;
+        for i in h..(h + 2).min(self.recs.len()) {
+            let r = &self.recs[i];
+            if r.off <= off && off < r.end() {
+                self.hint.set(self.popped + i as u64);
+                return Some(i);
+            }
+        }
         let i = self.recs.partition_point(|r| r.end() <= off);
         match self.recs.get(i) {
-            Some(r) if r.off <= off => Some(i),
+            Some(r) if r.off <= off => {
+                self.hint.set(self.popped + i as u64);
+                Some(i)
+            }
             _ => None,
         }
     }
@@ -151,6 +187,13 @@ impl SendQueue {
             len,
             whole: false,
         }
+    }
+
+    /// Stream octets `start .. start + len` when one record holds them all.
+    pub fn slice(&self, start: u64, len: usize) -> Option<&[u8]> {
+        let r = &self.recs[self.find(start)?];
+        let a = (start - r.off) as usize;
+        r.data.get(a..a.checked_add(len)?)
     }
 
     /// Appends stream octets `start .. start + len` to `out`. Octets not held are skipped
@@ -391,6 +434,37 @@ mod tests {
     }
 
     #[test]
+    fn slices_and_lookups_across_acks() {
+        let mut q = q(&[3, 2, 4]);
+        assert_eq!(q.slice(0, 3), Some(&[0u8, 0, 0][..]));
+        assert_eq!(q.slice(1, 2), Some(&[0u8, 0][..]));
+        assert_eq!(q.slice(2, 2), None, "spans two records");
+        assert_eq!(q.slice(9, 1), None, "past the queue");
+        // Lookups in any order, before and after records are dropped, agree with the
+        // record layout (the hint must follow the front of the queue).
+        for off in [8, 0, 4, 3, 5, 2, 7] {
+            assert_eq!(
+                q.record_bounds(off),
+                Some(match off {
+                    0..=2 => (0, 3),
+                    3..=4 => (3, 5),
+                    _ => (5, 9),
+                })
+            );
+        }
+        q.ack_to(3);
+        assert_eq!(q.record_bounds(2), None);
+        assert_eq!(q.record_bounds(3), Some((3, 5)));
+        assert_eq!(q.slice(5, 4), Some(&[2u8; 4][..]));
+        q.ack_to(5);
+        assert_eq!(q.record_bounds(4), None);
+        assert_eq!(q.record_bounds(6), Some((5, 9)));
+        q.push(vec![9; 2]);
+        assert_eq!(q.record_bounds(10), Some((9, 11)));
+        assert_eq!(q.record_bounds(5), Some((5, 9)));
+    }
+
+    #[test]
     fn copy_and_ack() {
         let mut q = q(&[3, 2, 4]);
         let mut out = Vec::new();
@@ -401,6 +475,11 @@ mod tests {
         assert_eq!(q.bytes(), 6);
         q.ack_to(9);
         assert_eq!(q.records(), 0);
+        let b = q.take_buffer();
+        assert!(
+            b.is_empty() && b.capacity() >= 2,
+            "an acknowledged record's buffer"
+        );
         assert_eq!(q.end(), 9);
         assert_eq!(q.plan(9, 10, 100).len, 0);
     }

@@ -1479,3 +1479,54 @@ fn sequence_numbers_wrap() {
     let (_, split) = check_boundaries(&mut p, &sizes);
     assert_eq!(split, 0);
 }
+
+/// A peer that answers late (RTT far above RTO, as when its thread is not scheduled) sets
+/// off a timeout; the ACK of the original transmission echoes an older TSval than the
+/// retransmission's, so Eifel detection (RFC 3522) finds it spurious and the congestion
+/// state comes back (RFC 4015).
+#[test]
+fn spurious_timeout_is_detected_and_undone() {
+    let mut p = established(31);
+    // Open cwnd a little with some traffic at the normal 10 us delay.
+    let mut want = records(&mut p, Side::A, &[1000; 20]);
+    assert!(p.run_until(100_000, |p| p.a.as_ref().unwrap().in_flight() == 0));
+    let cwnd = p.a().cwnd();
+    assert!(cwnd >= 10 * 1448, "cwnd: {cwnd}");
+    // Now the link takes 3 ms each way: RTO (1 ms floor, SRTT ~20 us) fires first.
+    p.delay = 3_000;
+    want.extend(records(&mut p, Side::A, &[1000; 20]));
+    assert!(p.run_until(100_000, |p| p.a.as_ref().unwrap().stats().timeouts > 0));
+    assert_eq!(p.a().cwnd(), 1448, "the timeout collapsed cwnd");
+    assert!(p.run_until(100_000, |p| p.a.as_ref().unwrap().in_flight() == 0));
+    p.delay = 10;
+    let s = p.a().stats().clone();
+    assert_eq!(s.spurious_timeouts, 1, "{s:?}");
+    assert!(
+        p.a().cwnd() >= cwnd,
+        "cwnd {} restored to {cwnd}",
+        p.a().cwnd()
+    );
+    assert!(p.run_until(100_000, |p| p.rx_b.len() == want.len()));
+    assert_eq!(p.rx_b, want);
+}
+
+/// A real loss is not taken for a spurious timeout: the ACK that advances SND.UNA is for
+/// the retransmission and echoes its TSval.
+#[test]
+fn lost_segment_timeout_is_not_undone() {
+    let mut p = established(32);
+    let mut n = 0;
+    p.filter = Some(Box::new(move |s| {
+        if s.from == Side::A && s.len > 0 && n < 1 {
+            n += 1;
+            return false;
+        }
+        true
+    }));
+    let d = records(&mut p, Side::A, &[300]);
+    assert!(p.run_until(100_000, |p| p.rx_b.len() == 300));
+    assert_eq!(p.rx_b, d);
+    assert!(p.run_until(100_000, |p| p.a.as_ref().unwrap().in_flight() == 0));
+    assert_eq!(p.a().stats().timeouts, 1);
+    assert_eq!(p.a().stats().spurious_timeouts, 0);
+}
