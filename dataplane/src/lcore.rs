@@ -251,6 +251,7 @@ impl Core {
             Some(k) => IsnGenerator::with_key(k),
             None => IsnGenerator::random(),
         };
+        let next_port = EPHEMERAL_FIRST + isn.ephemeral_offset(u16::MAX - EPHEMERAL_FIRST);
         let deferred = DeferredTx {
             mac: port.mac(),
             mtu: port.mtu(),
@@ -270,7 +271,7 @@ impl Core {
             by_id: HashMap::new(),
             slots: Vec::new(),
             next_passive: 1,
-            next_port: EPHEMERAL_FIRST,
+            next_port,
             deferred,
             ulpdu: Vec::with_capacity(65536),
             stats: CoreStats::default(),

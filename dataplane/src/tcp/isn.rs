@@ -67,6 +67,17 @@ impl IsnGenerator {
         TcpSeqNumber(m.wrapping_add(self.f(0, tuple) as u32) as i32)
     }
 
+    /// Where a host's ephemeral port search starts, `0..range` (RFC 6056 3.3: a random
+    /// start, so a restarted process does not reuse its last run's 4-tuples, which a
+    /// peer may still hold in TIME-WAIT or, like siw, in some other state).
+    pub fn ephemeral_offset(&self, range: u16) -> u16 {
+        let mut h = DefaultHasher::new();
+        h.write_u64(self.key[0]);
+        h.write_u64(self.key[1]);
+        h.write_u8(2);
+        (h.finish() % u64::from(range.max(1))) as u16
+    }
+
     /// The random offset added to this connection's timestamp clock (RFC 7323 5.4).
     pub fn ts_offset(&self, tuple: &FourTuple) -> u32 {
         self.f(1, tuple) as u32
@@ -77,6 +88,18 @@ impl IsnGenerator {
 mod tests {
     use super::*;
     use smoltcp::wire::Ipv4Address;
+
+    #[test]
+    fn ephemeral_start_is_keyed_and_in_range() {
+        let a = IsnGenerator::with_key([1; 16]);
+        let b = IsnGenerator::with_key([2; 16]);
+        assert_eq!(a.ephemeral_offset(16383), a.ephemeral_offset(16383));
+        assert_ne!(a.ephemeral_offset(16383), b.ephemeral_offset(16383));
+        for k in 0..64u8 {
+            assert!(IsnGenerator::with_key([k; 16]).ephemeral_offset(16383) < 16383);
+        }
+        assert_eq!(a.ephemeral_offset(0), 0);
+    }
 
     fn tuple(port: u16) -> FourTuple {
         FourTuple {
