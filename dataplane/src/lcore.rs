@@ -401,11 +401,19 @@ impl Core {
             }
             CoreCmd::Publish { conn, qp } => self.publish(conn, *qp),
             CoreCmd::Close { conn, abort } => {
-                if let Some(c) = self.conn_mut(conn) {
+                let Some(&i) = self.by_id.get(&conn) else {
+                    return;
+                };
+                if let Some(c) = self.slots[i].as_mut() {
                     c.close_reason.get_or_insert(CloseReason::Local);
                     if abort {
                         c.tcp.abort();
                     } else {
+                        // Graceful: the work the consumer queued before disconnecting goes
+                        // out first (as far as the send buffer takes it), then the FIN.
+                        if let Phase::Fpdu(f) = &mut c.phase {
+                            run_qp(f, &mut c.tcp, &mut self.ulpdu, &mut self.stats);
+                        }
                         c.tcp.close();
                     }
                     if let Phase::Fpdu(f) = &mut c.phase {
