@@ -83,6 +83,13 @@ struct RpingArgs {
     /// RDMA Read).
     #[arg(long, conflicts_with = "p2p")]
     rev1: bool,
+    /// Client: IRD to ask for (rping asks 1). Server: the least IRD to accept with
+    /// (default: inherit the Request's, like `rdma_accept(id, NULL)`).
+    #[arg(long)]
+    ird: Option<u16>,
+    /// Client: ORD to ask for (rping asks 1). Server: the most ORD to accept with.
+    #[arg(long)]
+    ord: Option<u16>,
     /// Seconds any one step may take.
     #[arg(long, default_value_t = 30.0)]
     timeout: f64,
@@ -754,6 +761,14 @@ fn run_rping(a: RpingArgs) -> Result<bool, String> {
     };
     o.initiator.crc = !a.no_crc;
     o.responder.crc = !a.no_crc;
+    if let Some(n) = a.ird {
+        o.initiator.ird = n;
+        o.accept.ird = n;
+    }
+    if let Some(n) = a.ord {
+        o.initiator.ord = n;
+        o.accept.ord = n;
+    }
     o.initiator.enhanced = !a.rev1;
     if let Some(r) = a.p2p {
         o.initiator.peer_to_peer = true;
@@ -811,6 +826,16 @@ fn run_rping(a: RpingArgs) -> Result<bool, String> {
                 a.size,
                 if a.validate { ", validated" } else { "" }
             );
+        }
+        match stats.peer_ird_ord {
+            Some((i, o)) => println!(
+                "negotiated IRD {} ORD {} (peer's MPA frame: IRD {i} ORD {o})",
+                stats.ird_ord.0, stats.ird_ord.1
+            ),
+            None => println!(
+                "negotiated IRD {} ORD {} (peer's MPA frame not enhanced)",
+                stats.ird_ord.0, stats.ird_ord.1
+            ),
         }
         return Ok(true);
     }
