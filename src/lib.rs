@@ -9,10 +9,13 @@
 //! * [`report`]: the result reporting of `iwarp bench`, a perftest-like RDMA benchmark:
 //!   bandwidth and latency meters, perftest 4.5's text layout, JSON, HdrHistogram
 //!   percentile files (`--hgrm`) and a terminal progress line.
+//! * [`perftest`]: perftest's `-R` (rdma_cm) exchange, both roles (`iwarp bench --perftest`).
 //! * [`rping`]: rdma-core's `rping` protocol, client and server (`iwarp rping`).
 #![forbid(unsafe_code)]
 
 pub mod bench;
 pub mod deploy;
 pub mod report;
+pub mod perftest;
 pub mod rping;
+

@@ -83,6 +83,13 @@ struct RpingArgs {
     /// RDMA Read).
     #[arg(long, conflicts_with = "p2p")]
     rev1: bool,
+    /// Client: IRD to ask for (rping asks 1). Server: the least IRD to accept with
+    /// (default: inherit the Request's, like `rdma_accept(id, NULL)`).
+    #[arg(long)]
+    ird: Option<u16>,
+    /// Client: ORD to ask for (rping asks 1). Server: the most ORD to accept with.
+    #[arg(long)]
+    ord: Option<u16>,
     /// Seconds any one step may take.
     #[arg(long, default_value_t = 30.0)]
     timeout: f64,
@@ -228,10 +235,28 @@ struct BenchArgs {
     /// Write the latency histogram (last size) to FILE in HdrHistogram's percentile format.
     #[arg(long, value_name = "FILE")]
     hgrm: Option<PathBuf>,
+    /// Speak perftest's `-R` (rdma_cm) exchange instead of our own: a client against
+    /// `ib_write_bw|ib_read_bw|ib_send_bw -R` (with --config and --peer), or with --server
+    /// a server for their clients. Both sides need the same -s and -n.
+    #[arg(long, requires = "config")]
+    perftest: bool,
+    /// With --perftest: serve one perftest client (on the --peer port, default 18515).
+    #[arg(long, requires = "perftest")]
+    server: bool,
+    /// With --perftest send-bw: the receive depth (perftest's -r; default 512, or -n when
+    /// smaller).
+    #[arg(long, requires = "perftest")]
+    rx_depth: Option<u64>,
+    /// With --perftest: seconds any one step may take (and the server's wait for a client).
+    #[arg(long, default_value_t = 60.0)]
+    timeout: f64,
 }
 
 fn run_bench(a: BenchArgs) -> Result<bool, String> {
     use iwarp::bench::{self, BenchOptions, Faults, Length, MpaMode, Test};
+    if a.perftest {
+        return run_perftest(&a);
+    }
     let test = match a.test {
         TestName::WriteBw => Test::WriteBw,
         TestName::WriteLat => Test::WriteLat,
@@ -427,6 +452,161 @@ fn bench_on_config(
     ))
 }
 
+fn test_of(t: TestName) -> iwarp::bench::Test {
+    use iwarp::bench::Test;
+    match t {
+        TestName::WriteBw => Test::WriteBw,
+        TestName::WriteLat => Test::WriteLat,
+        TestName::ReadBw => Test::ReadBw,
+        TestName::ReadLat => Test::ReadLat,
+        TestName::SendBw => Test::SendBw,
+        TestName::SendLat => Test::SendLat,
+    }
+}
+
+/// `iwarp bench TEST --perftest --config FILE [--peer ADDR | --server]`.
+fn run_perftest(a: &BenchArgs) -> Result<bool, String> {
+    use iwarp::perftest::{self, PerftestOptions};
+    use std::net::{Ipv4Addr, SocketAddrV4};
+    let path = a.config.as_ref().ok_or("--perftest needs --config FILE")?;
+    if !(a.timeout > 0.0 && a.timeout.is_finite()) {
+        return Err(format!("--timeout must be a positive number of seconds, not {}", a.timeout));
+    }
+    let cfg = load_config(path)?;
+    let peer: Option<SocketAddrV4> = match (&a.peer, &cfg.bench) {
+        (Some(p), _) => Some(match p.parse::<SocketAddrV4>() {
+            Ok(s) => s,
+            Err(_) => SocketAddrV4::new(
+                p.parse::<Ipv4Addr>()
+                    .map_err(|_| format!("--peer {p:?} is not ADDR or ADDR:PORT"))?,
+                perftest::DEFAULT_PORT,
+            ),
+        }),
+        (None, Some(b)) if !a.server => Some(b.peer),
+        _ => None,
+    };
+    if !a.server && peer.is_none() {
+        return Err(format!("{}: no peer: give --peer or a [bench] peer", path.display()));
+    }
+    let name = a
+        .port_name
+        .clone()
+        .or_else(|| cfg.bench.as_ref().and_then(|b| b.port_name.clone()));
+    let port = iwarp::deploy::select_port(
+        &cfg,
+        name.as_deref(),
+        if a.server { None } else { peer.map(|p| *p.ip()) },
+    )
+    .map_err(|e| format!("{}: {e}", path.display()))?;
+    let mut init = iwarp::deploy::initiator_config(&cfg.mpa);
+    if a.markers {
+        init.markers = true;
+    }
+    if a.no_crc {
+        init.crc = false;
+    }
+    if a.rev1 {
+        init.enhanced = false;
+        init.peer_to_peer = false;
+    }
+    if let Some(r) = a.p2p {
+        let t = match r {
+            RtrName::Write => control::startup::RtrType::Write,
+            RtrName::Read => control::startup::RtrType::Read,
+            RtrName::Send => control::startup::RtrType::Send,
+        };
+        init.peer_to_peer = true;
+        init.rtr_types = control::startup::RtrTypes::NONE.with(t);
+        init.rtr_preference = [t, t, t];
+    }
+    let mut resp = iwarp::deploy::responder_config(&cfg.mpa);
+    if a.markers {
+        resp.markers = true;
+    }
+    if a.no_crc {
+        resp.crc = false;
+    }
+    let mut accept = control::verbs::AcceptParams::default();
+    if let Some(n) = a.ird_ord {
+        init.ird = n;
+        init.ord = n;
+        accept.ird = n;
+        accept.ord = n;
+    }
+    let iters = match (a.iters, a.duration) {
+        (_, Some(_)) => return Err("--perftest runs a number of iterations (-n), not -D".into()),
+        (Some(n), _) => n,
+        (None, None) => 1000,
+    };
+    let p = &cfg.ports[port];
+    let mac = p.mac.map_or([0; 6], |m| m.0);
+    let o = PerftestOptions {
+        test: test_of(a.test),
+        size: a.size,
+        iters,
+        tx_depth: a.tx_depth,
+        rx_depth: a.rx_depth,
+        ird_ord: a.ird_ord.map(|n| (n, n)),
+        initiator: init.clone(),
+        responder: resp,
+        accept,
+        step_timeout: std::time::Duration::from_secs_f64(a.timeout),
+        accept_timeout: Some(std::time::Duration::from_secs_f64(a.timeout)),
+        mpa_label: format!(
+            "perftest -R, rev{} markers={} crc={}{}",
+            if init.enhanced { 2 } else { 1 },
+            if init.markers { "on" } else { "off" },
+            if init.crc { "on" } else { "off" },
+            if init.peer_to_peer { " p2p" } else { "" }
+        ),
+        link_label: format!("{} {} mtu={}", p.driver.as_str(), p.name, p.mtu),
+    };
+    perftest::validate_options(&o).map_err(|e| e.to_string())?;
+    let node = iwarp::deploy::open(&cfg, port).map_err(|e| e.to_string())?;
+    let server = a.server;
+    let listen_port = peer.map_or(perftest::DEFAULT_PORT, |p| p.port());
+    let json = a.json;
+    let r = node
+        .run(move |dev, mut core| {
+            let r = if server {
+                match dev.listen(listen_port, o.responder.clone()) {
+                    Ok(l) => {
+                        println!(
+                            "************************************\n* Waiting for client to connect... *\n************************************"
+                        );
+                        let _ = std::io::stdout().flush();
+                        perftest::run_server(&dev, &mut core, &l, &o, mac)
+                    }
+                    Err(e) => Err(perftest::PerftestError::Connect(e)),
+                }
+            } else {
+                perftest::run_client(&dev, &mut core, peer.unwrap_or_else(|| unreachable!()), &o, mac)
+            };
+            dev.shutdown();
+            r
+        })
+        .map_err(|e| e.to_string())?;
+    let out = r.map_err(|e| e.to_string())?;
+    if json {
+        print!("{}", iwarp::report::to_json(&out.report));
+    } else {
+        let (ird, ord) = out
+            .test_conn
+            .as_ref()
+            .map_or((0, 0), |c| (c.ird, c.ord));
+        println!(
+            " perftest peer version {}, test QP: IRD {ird} ORD {ord} (peer {} IRD {} ORD {}), peer QPN {:#06x}",
+            out.peer_version,
+            if server { "asked" } else { "answered" },
+            out.peer_ird_ord.0,
+            out.peer_ird_ord.1,
+            out.peer_dest.qpn
+        );
+        print!("{}", iwarp::report::to_text(&out.report));
+    }
+    Ok(true)
+}
+
 /// `iwarp serve --config FILE`.
 fn run_serve(a: ServeArgs) -> Result<bool, String> {
     use iwarp::bench::Test;
@@ -585,6 +765,14 @@ fn run_rping(a: RpingArgs) -> Result<bool, String> {
     };
     o.initiator.crc = !a.no_crc;
     o.responder.crc = !a.no_crc;
+    if let Some(n) = a.ird {
+        o.initiator.ird = n;
+        o.accept.ird = n;
+    }
+    if let Some(n) = a.ord {
+        o.initiator.ord = n;
+        o.accept.ord = n;
+    }
     o.initiator.enhanced = !a.rev1;
     if let Some(r) = a.p2p {
         o.initiator.peer_to_peer = true;
@@ -642,6 +830,16 @@ fn run_rping(a: RpingArgs) -> Result<bool, String> {
                 a.size,
                 if a.validate { ", validated" } else { "" }
             );
+        }
+        match stats.peer_ird_ord {
+            Some((i, o)) => println!(
+                "negotiated IRD {} ORD {} (peer's MPA frame: IRD {i} ORD {o})",
+                stats.ird_ord.0, stats.ird_ord.1
+            ),
+            None => println!(
+                "negotiated IRD {} ORD {} (peer's MPA frame not enhanced)",
+                stats.ird_ord.0, stats.ird_ord.1
+            ),
         }
         return Ok(true);
     }

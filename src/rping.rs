@@ -187,6 +187,11 @@ pub struct RpingStats {
     pub connections: u64,
     /// Ping data octets moved (read plus written back).
     pub octets: u64,
+    /// IRD and ORD the (last) connection runs with, as negotiated (RFC 6581).
+    pub ird_ord: (u16, u16),
+    /// IRD and ORD in the peer's enhanced MPA frame (its Reply or Request), if any: what
+    /// siw runs with as Responder, or asked for as Initiator.
+    pub peer_ird_ord: Option<(u16, u16)>,
 }
 
 /// Why a run failed.
@@ -486,6 +491,8 @@ pub fn run_client(
     let info = wait_pending(ep.core, &p, o.step_timeout, "connecting")?;
     let mut stats = RpingStats {
         connections: 1,
+        ird_ord: (info.ird, info.ord),
+        peer_ird_ord: info.established.ird_ord.map(|x| (x.peer_ird, x.peer_ord)),
         ..RpingStats::default()
     };
     let mut data = vec![0u8; o.size];
@@ -579,8 +586,19 @@ fn serve(
         // The server reads whatever size the client advertises (up to rping's maximum).
         let buf = reg(&pd, MAX_SIZE, Access::LOCAL_WRITE)?;
         let p = listener.accept(&req, &ep.qp, o.accept.clone());
-        let info = wait_pending(ep.core, &p, o.step_timeout, "accepting")?;
+        let info = match wait_pending(ep.core, &p, o.step_timeout, "accepting") {
+            Ok(i) => i,
+            // A persistent server outlives a client whose startup failed (a bad or
+            // abandoned MPA exchange, a probe), as rping -P does.
+            Err(e) if o.persistent => {
+                let _ = writeln!(out, "connection from {:?} failed: {e}", req.tuple);
+                continue;
+            }
+            Err(e) => return Err(e),
+        };
         stats.connections += 1;
+        stats.ird_ord = (info.ird, info.ord);
+        stats.peer_ird_ord = info.established.ird_ord.map(|x| (x.peer_ird, x.peer_ord));
         let result = serve_conn(&mut ep, &buf, o, out, &mut stats);
         dev.disconnect(info.conn);
         ep.drain(Duration::from_secs(2));
