@@ -200,7 +200,16 @@ impl Proc {
         }
         let out = self.all.join("\n");
         match status {
-            Some(s) => (s.success(), out),
+            Some(s) if s.success() => (true, out),
+            Some(s) => {
+                use std::os::unix::process::ExitStatusExt;
+                let how = match (s.code(), s.signal()) {
+                    (Some(c), _) => format!("exit status {c}"),
+                    (None, Some(sig)) => format!("killed by signal {sig}"),
+                    _ => format!("{s}"),
+                };
+                (false, format!("{out}\n({how})"))
+            }
             None => (false, format!("{out}\n(timed out after {timeout:?})")),
         }
     }
