@@ -4,7 +4,7 @@
 //!
 //! * [`Hello`], in the MPA Request: the test, its sizes, length, depth, `--verify`, and
 //!   the client's own sink buffer (write-lat answers land there).
-//! * [`ServerBuffer`], in the MPA Reply: the STag, tagged offset and length of the
+//! * [`RemoteBuffer`] ([`encode_buffer`]), in the MPA Reply: the STag and tagged offset of the
 //!   server's buffer.
 //! * [`ServerResult`], a Send from the server after the last size: the octets it checked
 //!   and how many were wrong, so a client sees a verification failure of the far end.
