@@ -12,6 +12,12 @@
 //! * `write-lat 8B`: iWARP `write-lat` of 8 octets against an 8-octet smoltcp ping-pong,
 //!   both half the round trip; targets: iWARP p50 <= 1.5 us and p99.9 <= 5 us.
 //!
+//! * `write-bw ... one thread`: the same iWARP transfer with one thread driving both cores
+//!   (as smoltcp's one-thread drive does), against smoltcp's one-thread figure of the same
+//!   run. Informational, no target: it shows the cost per octet without the two threads'
+//!   scheduling (on a machine with fewer free CPUs than busy threads the two-thread figure
+//!   mostly measures the scheduler).
+//!
 //! The smoltcp reference is measured both with one thread driving both sides and with one
 //! thread per side; the faster of the two is the reference (both are printed). Its
 //! bandwidth is the best of three runs per drive, so a busy machine does not flatter the
@@ -20,7 +26,14 @@
 
 mod smoltcp_ref;
 
-use std::time::Instant;
+use std::time::{Duration, Instant};
+
+use control::embedded;
+use control::verbs::{
+    AcceptParams, Access, InitiatorConfig, QpInit, RecvWr, ResponderConfig, SendOp, SendWr,
+    WcStatus,
+};
+use dataplane::port::mem::WireConfig;
 
 use hdrhistogram::Histogram;
 use iwarp::bench::{run_embedded, BenchOptions, Length, Test};
@@ -99,6 +112,122 @@ fn iwarp_bw(mtu: usize, bytes: u64) -> Result<f64, String> {
     }
 }
 
+/// iWARP write-bw with both cores driven by the calling thread (no other thread), in
+/// octets/s: 64 KiB RDMA Writes, MPA CRC on, 128 in flight, every completion checked.
+fn iwarp_bw_one_thread(mtu: usize, bytes: u64) -> Result<f64, String> {
+    let wire = WireConfig::default().with_mtu(mtu);
+    let mut pair =
+        embedded::pair(wire.clone(), wire, embedded::tcp_config(mtu)).map_err(|e| e.to_string())?;
+    let (pd_a, pd_b) = (pair.a.alloc_pd(), pair.b.alloc_pd());
+    let (cq_a, cq_b) = (pair.a.create_cq(1024), pair.b.create_cq(1024));
+    let qp_a = pd_a.create_qp(&QpInit::new(&cq_a, &cq_a));
+    let qp_b = pd_b.create_qp(&QpInit::new(&cq_b, &cq_b));
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let pump = |pair: &mut embedded::Pair| -> Result<(), String> {
+        pair.core_a.poll();
+        pair.core_b.poll();
+        if Instant::now() > deadline {
+            Err("one-thread run stalled".into())
+        } else {
+            Ok(())
+        }
+    };
+    let listener = pair
+        .b
+        .listen(
+            embedded::BENCH_PORT,
+            ResponderConfig {
+                crc: true,
+                ..Default::default()
+            },
+        )
+        .map_err(|e| e.to_string())?;
+    let pa = pair.a.connect(
+        &qp_a,
+        pair.server_addr(),
+        InitiatorConfig {
+            crc: true,
+            ..Default::default()
+        },
+    );
+    let req = loop {
+        pump(&mut pair)?;
+        if let Some(r) = listener.try_next() {
+            break r;
+        }
+    };
+    let pb = listener.accept(&req, &qp_b, AcceptParams::default());
+    while pa.try_get().is_none() {
+        pump(&mut pair)?;
+    }
+    // Client-server model: the responder completes on the initiator's first message.
+    let ctl_a = pd_a
+        .reg_mr(8, Access::LOCAL_WRITE)
+        .map_err(|e| e.to_string())?;
+    let ctl_b = pd_b
+        .reg_mr(64, Access::LOCAL_WRITE)
+        .map_err(|e| e.to_string())?;
+    let e = |e: control::verbs::PostError| e.to_string();
+    qp_b.post_recv(RecvWr {
+        wr_id: 0,
+        local: ctl_b.sge(0, 64),
+    })
+    .map_err(e)?;
+    pump(&mut pair)?;
+    qp_a.post_send(SendWr {
+        wr_id: 0,
+        op: SendOp::Send,
+        local: ctl_a.sge(0, 8),
+        signaled: false,
+    })
+    .map_err(e)?;
+    loop {
+        pump(&mut pair)?;
+        match pb.try_get() {
+            Some(Ok(_)) => break,
+            Some(Err(err)) => return Err(err.to_string()),
+            None => {}
+        }
+    }
+    let src = pd_a
+        .reg_mr(CHUNK, Access::LOCAL_WRITE)
+        .map_err(|e| e.to_string())?;
+    let dst = pd_b
+        .reg_mr(CHUNK, Access::LOCAL_WRITE | Access::REMOTE_WRITE)
+        .map_err(|e| e.to_string())?;
+    let n = (bytes / CHUNK as u64).max(1);
+    let (mut posted, mut done) = (0u64, 0u64);
+    let mut wcs = Vec::with_capacity(256);
+    let started = Instant::now();
+    while done < n {
+        while posted < n && posted - done < 128 {
+            let wr = SendWr {
+                wr_id: posted,
+                op: SendOp::Write {
+                    remote_stag: dst.key(),
+                    remote_to: dst.base_to(),
+                },
+                local: src.sge(0, CHUNK as u32),
+                signaled: true,
+            };
+            if qp_a.post_send(wr).is_err() {
+                break;
+            }
+            posted += 1;
+        }
+        pump(&mut pair)?;
+        wcs.clear();
+        cq_a.poll(&mut wcs, 256);
+        for c in &wcs {
+            if c.status != WcStatus::Success {
+                return Err(format!("completion {c:?}"));
+            }
+        }
+        done += wcs.len() as u64;
+    }
+    Ok((n * CHUNK as u64) as f64 / started.elapsed().as_secs_f64())
+}
+
 /// iWARP write-lat histogram (ns, half the round trip).
 fn iwarp_lat(iters: u64) -> Result<Histogram<u64>, String> {
     let o = BenchOptions {
@@ -158,6 +287,11 @@ fn main() {
 
     for mtu in [1500, 9000] {
         let (best, other) = smoltcp_bw(mtu, plan.bw_bytes, plan.bw_rounds);
+        let smol_one = if best.drive == Drive::OneThread {
+            best
+        } else {
+            other
+        };
         let reference = best.octets_per_sec();
         let smol = format!(
             "smoltcp {:.2} GiB/s ({}; {}: {:.2} GiB/s)",
@@ -177,6 +311,16 @@ fn main() {
                 );
             }
             Err(e) => println!("write-bw mtu={mtu} 64KiB: iwarp FAILED ({e})  {smol}"),
+        }
+        match iwarp_bw_one_thread(mtu, plan.bw_bytes) {
+            Ok(ours) => println!(
+                "write-bw mtu={mtu} 64KiB, one thread: iwarp {:.2} GiB/s  smoltcp {:.2} GiB/s \
+                 (1 thread)  ratio {:.2} (informational)",
+                gib(ours),
+                smol_one.gib_per_sec(),
+                ours / smol_one.octets_per_sec()
+            ),
+            Err(e) => println!("write-bw mtu={mtu} 64KiB, one thread: iwarp FAILED ({e})"),
         }
     }
 

@@ -211,6 +211,9 @@ pub struct Core {
     isn: IsnGenerator,
     listeners: HashMap<u16, Listener>,
     by_tuple: HashMap<FourTuple, usize>,
+    /// The connection the last received segment matched (most bursts are for one
+    /// connection: this skips hashing the 4-tuple); cleared whenever a slot changes.
+    last_rx: Option<(FourTuple, usize)>,
     by_id: HashMap<ConnId, usize>,
     slots: Vec<Option<Conn>>,
     next_passive: ConnId,
@@ -268,6 +271,7 @@ impl Core {
             isn,
             listeners: HashMap::new(),
             by_tuple: HashMap::new(),
+            last_rx: None,
             by_id: HashMap::new(),
             slots: Vec::new(),
             next_passive: 1,
@@ -365,6 +369,7 @@ impl Core {
         };
         self.by_tuple.insert(tuple, i);
         self.by_id.insert(id, i);
+        self.last_rx = None;
         i
     }
 
@@ -503,6 +508,7 @@ impl Core {
             net,
             deferred,
             by_tuple,
+            last_rx,
             slots,
             listeners,
             stats,
@@ -524,7 +530,12 @@ impl Core {
                 remote_addr: src,
                 remote_port: repr.src_port,
             };
-            if let Some(&i) = by_tuple.get(&tuple) {
+            let found = match *last_rx {
+                Some((t, i)) if t == tuple => Some(i),
+                _ => by_tuple.get(&tuple).copied(),
+            };
+            if let Some(i) = found {
+                *last_rx = Some((tuple, i));
                 if let Some(c) = slots[i].as_mut() {
                     c.tcp.on_segment(now, &repr);
                     return;
@@ -694,6 +705,7 @@ impl Core {
         if c.gone {
             let c = self.slots[i].take().expect("slot checked above");
             self.by_tuple.remove(c.tcp.tuple());
+            self.last_rx = None;
             self.by_id.remove(&c.id);
             self.alignment_closed.add(c.tcp.stats());
             if let Phase::Fpdu(f) = &c.phase {
