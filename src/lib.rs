@@ -15,7 +15,6 @@
 
 pub mod bench;
 pub mod deploy;
-pub mod report;
 pub mod perftest;
+pub mod report;
 pub mod rping;
-

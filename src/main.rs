@@ -466,7 +466,10 @@ fn run_perftest(a: &BenchArgs) -> Result<bool, String> {
     use std::net::{Ipv4Addr, SocketAddrV4};
     let path = a.config.as_ref().ok_or("--perftest needs --config FILE")?;
     if !(a.timeout > 0.0 && a.timeout.is_finite()) {
-        return Err(format!("--timeout must be a positive number of seconds, not {}", a.timeout));
+        return Err(format!(
+            "--timeout must be a positive number of seconds, not {}",
+            a.timeout
+        ));
     }
     let cfg = load_config(path)?;
     let peer: Option<SocketAddrV4> = match (&a.peer, &cfg.bench) {
@@ -482,7 +485,10 @@ fn run_perftest(a: &BenchArgs) -> Result<bool, String> {
         _ => None,
     };
     if !a.server && peer.is_none() {
-        return Err(format!("{}: no peer: give --peer or a [bench] peer", path.display()));
+        return Err(format!(
+            "{}: no peer: give --peer or a [bench] peer",
+            path.display()
+        ));
     }
     let name = a
         .port_name
@@ -491,7 +497,11 @@ fn run_perftest(a: &BenchArgs) -> Result<bool, String> {
     let port = iwarp::deploy::select_port(
         &cfg,
         name.as_deref(),
-        if a.server { None } else { peer.map(|p| *p.ip()) },
+        if a.server {
+            None
+        } else {
+            peer.map(|p| *p.ip())
+        },
     )
     .map_err(|e| format!("{}: {e}", path.display()))?;
     let mut init = iwarp::deploy::initiator_config(&cfg.mpa);
@@ -586,10 +596,7 @@ fn run_perftest(a: &BenchArgs) -> Result<bool, String> {
     if json {
         print!("{}", iwarp::report::to_json(&out.report));
     } else {
-        let (ird, ord) = out
-            .test_conn
-            .as_ref()
-            .map_or((0, 0), |c| (c.ird, c.ord));
+        let (ird, ord) = out.test_conn.as_ref().map_or((0, 0), |c| (c.ird, c.ord));
         println!(
             " perftest peer version {}, test QP: IRD {ird} ORD {ord} (peer {} IRD {} ORD {}), peer QPN {:#06x}",
             out.peer_version,

@@ -247,7 +247,17 @@ pub enum Step {
 /// The control exchange of `test` (one of the bandwidth tests), in order.
 pub fn control_script(test: Test) -> Vec<Step> {
     use Step::*;
-    let mut s = vec![Version, SysData, Mtu, ZeroDest, ConnectTest, ZeroDest, Dest, Dest, Dest];
+    let mut s = vec![
+        Version,
+        SysData,
+        Mtu,
+        ZeroDest,
+        ConnectTest,
+        ZeroDest,
+        Dest,
+        Dest,
+        Dest,
+    ];
     if test == Test::SendBw {
         s.push(Dest);
     }
@@ -395,7 +405,9 @@ pub fn validate_options(o: &PerftestOptions) -> Result<(), PerftestError> {
         )));
     }
     if o.iters == 0 {
-        return Err(PerftestError::Options("iterations must be at least 1".into()));
+        return Err(PerftestError::Options(
+            "iterations must be at least 1".into(),
+        ));
     }
     if o.tx_depth == 0 || o.tx_depth > 8192 {
         return Err(PerftestError::Options(format!(
@@ -587,7 +599,11 @@ impl Engine<'_> {
         let peer = String::from_utf8_lossy(&theirs[..end]).into_owned();
         if version_number(&peer) >= 5.32 {
             self.exchange(ctl, &CYCLE_BUFFER.to_be_bytes(), "exchanging the page size")?;
-            self.exchange(ctl, &CACHE_LINE.to_be_bytes(), "exchanging the cache line size")?;
+            self.exchange(
+                ctl,
+                &CACHE_LINE.to_be_bytes(),
+                "exchanging the cache line size",
+            )?;
         }
         self.exchange(ctl, &MTU_MSG, "exchanging the MTU")?;
         Ok(peer)
@@ -626,7 +642,12 @@ struct TestQp {
     credit: Mr,
 }
 
-fn test_qp(dev: &Device, pd: &Pd, o: &PerftestOptions, server: bool) -> Result<TestQp, PerftestError> {
+fn test_qp(
+    dev: &Device,
+    pd: &Pd,
+    o: &PerftestOptions,
+    server: bool,
+) -> Result<TestQp, PerftestError> {
     let rx = if o.test == Test::SendBw && server {
         o.effective_rx_depth()
     } else {
@@ -791,7 +812,11 @@ fn client_session(
     let n_dest = if o.test == Test::SendBw { 4 } else { 3 };
     let mut peer = Dest::default();
     for i in 0..n_dest {
-        peer = e.dest(ctl, &mine, &format!("exchanging addresses ({}/{n_dest})", i + 1))?;
+        peer = e.dest(
+            ctl,
+            &mine,
+            &format!("exchanging addresses ({}/{n_dest})", i + 1),
+        )?;
     }
     let sample = client_traffic(e, ctl, &t, &peer, o, info.ord)?;
     e.dest(ctl, &mine, "telling the server the test is done")?;
@@ -1012,7 +1037,11 @@ fn server_session(
     let n_dest = if o.test == Test::SendBw { 4 } else { 3 };
     let mut peer = Dest::default();
     for i in 0..n_dest {
-        peer = e.dest(ctl, &mine, &format!("exchanging addresses ({}/{n_dest})", i + 1))?;
+        peer = e.dest(
+            ctl,
+            &mine,
+            &format!("exchanging addresses ({}/{n_dest})", i + 1),
+        )?;
         poll_accept(&mut info)?;
     }
     let (sample, messages) = if o.test == Test::SendBw {
@@ -1025,7 +1054,11 @@ fn server_session(
         poll_accept(&mut info)?;
         let mut theirs = Vec::with_capacity(5);
         let blank = BwReport::default();
-        let iters_len = if version_number(&peer_version) >= 5.33 { 8 } else { 4 };
+        let iters_len = if version_number(&peer_version) >= 5.33 {
+            8
+        } else {
+            4
+        };
         for m in blank.encode(iters_len) {
             theirs.push(e.exchange(ctl, &m, "exchanging results")?);
         }
