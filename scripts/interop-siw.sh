@@ -34,7 +34,7 @@ pass() { echo "PASS $1"; NPASS=$((NPASS + 1)); }
 fail() { echo "FAIL $1${2:+: $2}"; FAILED+=("$1"); }
 
 cleanup() {
-    G 'pkill -x rping; pkill -x tcpdump; pkill -f "ib_(write|read|send)_bw"; pkill -f probe_mpa' >/dev/null 2>&1 || true
+    G 'pkill -x rping; pkill -x tcpdump; pkill -x ib_write_bw; pkill -x ib_read_bw; pkill -x ib_send_bw' >/dev/null 2>&1 || true
     if [ "${KEEP_PEER:-0}" != 1 ]; then "$PEER/down.sh" || true; fi
 }
 trap cleanup EXIT
@@ -106,13 +106,15 @@ fi
 
 # ------------------------------------------------------------------ 2. perftest -R
 # The #iterations column of both sides' result line must match -n.
+# (pkill -x, not -f: a -f pattern would match the remote shell running it.)
+PT_KILL='pkill -x ib_write_bw; pkill -x ib_read_bw; pkill -x ib_send_bw'
 PT_ARGS="-s 4096 -n 1000"
 iters_of() { awk '/#bytes/ { getline; print $2; exit }' "$1"; }
 if want perftest; then
     siw_params ""
     for t in write read send; do
         name="perftest-client-$t-bw"
-        G "pkill -f 'ib_(write|read|send)_bw'; rm -f /tmp/pt.log; (setsid nohup ib_${t}_bw -R -d siw0 -F $PT_ARGS > /tmp/pt.log 2>&1 &)" >/dev/null 2>&1
+        G "$PT_KILL; rm -f /tmp/pt.log; (setsid nohup ib_${t}_bw -R -d siw0 -F $PT_ARGS > /tmp/pt.log 2>&1 &)" >/dev/null 2>&1
         sleep 3
         timeout 120 ip netns exec "$NETNS" "$IWARP" bench "$t-bw" --perftest --config "$CFG" \
             --peer 10.77.0.2 $PT_ARGS >"$LOG/$name.ours" 2>&1
@@ -202,7 +204,7 @@ if want irdord; then
     for pair in 16:16 128:8 8:128 1:1; do
         n=${pair%:*}; m=${pair#*:}
         name="irdord-perftest-client-o$n-ours$m"
-        G "pkill -f 'ib_(write|read|send)_bw'; rm -f /tmp/pt.log; (setsid nohup ib_read_bw -R -d siw0 -F -s 4096 -n 200 -o $n > /tmp/pt.log 2>&1 &)" >/dev/null 2>&1
+        G "$PT_KILL; rm -f /tmp/pt.log; (setsid nohup ib_read_bw -R -d siw0 -F -s 4096 -n 200 -o $n > /tmp/pt.log 2>&1 &)" >/dev/null 2>&1
         sleep 3
         timeout 120 ip netns exec "$NETNS" "$IWARP" bench read-bw --perftest --config "$CFG" \
             --peer 10.77.0.2 -s 4096 -n 200 --ird-ord "$m" >"$LOG/$name.ours" 2>&1
