@@ -152,7 +152,13 @@ if want probe; then
     sleep 3
     G 'python3 /tmp/probe_mpa.py --netns "" --host 10.77.0.3 --all --json' >"$LOG/probe.json" 2>"$LOG/probe.err"
     # After the probe the server must still serve a real rping client.
-    if G 'timeout 60 rping -c -a 10.77.0.3 -C 3 -V' >"$LOG/probe-after.log" 2>&1; then
+    # (The guest's rdma_cm may still hold the probe's last ports: "Address already in use".)
+    ok=0
+    for try in 1 2 3; do
+        if G 'timeout 60 rping -c -a 10.77.0.3 -C 3 -V' >"$LOG/probe-after.log" 2>&1; then ok=1; break; fi
+        sleep 5
+    done
+    if [ $ok = 1 ]; then
         pass "probe-server-survives"; else fail "probe-server-survives" "$(tail -1 "$LOG/probe-after.log")"; fi
     kill $srv 2>/dev/null; wait $srv 2>/dev/null
     python3 "$ROOT/scripts/probe-check.py" "$LOG/probe.json" "$ROOT/docs/probe-mpa.md" >"$LOG/probe-check.txt" 2>&1
