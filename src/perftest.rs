@@ -753,6 +753,12 @@ pub fn run_client(
         timeout: o.step_timeout,
         client: true,
     };
+    // siw reads an FPDU that arrives right after its MPA Reply only when more data comes
+    // (crate::rping::FIRST_FPDU_DELAY): pause before the first control Send.
+    let until = Instant::now() + crate::rping::FIRST_FPDU_DELAY;
+    while Instant::now() < until {
+        e.pump(&mut ctl);
+    }
     let result = client_session(dev, &pd, &mut e, &mut ctl, server, o, mac);
     dev.disconnect(ctl_info.conn);
     if let Ok((_, Some(info))) = &result {
