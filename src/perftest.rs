@@ -963,6 +963,12 @@ pub fn run_server(
         client: false,
     };
     let result = server_session(dev, &pd, &mut e, &mut ctl, listener, o, mac);
+    // perftest's client closes after the last exchange; closing first can flush its last
+    // Send before it completes ("Bad wc status"). Give it a moment to go first.
+    let until = Instant::now() + Duration::from_secs(2);
+    while result.is_ok() && Instant::now() < until && ctl.qp.state() != QpRingState::Error {
+        e.pump(&mut ctl);
+    }
     if let Ok((_, Some(conn))) = &result {
         dev.disconnect(conn.conn);
     }
