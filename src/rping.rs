@@ -259,6 +259,16 @@ pub fn validate_options(o: &RpingOptions) -> Result<(), RpingError> {
     Ok(())
 }
 
+/// How long a client-server Initiator waits after the MPA Reply before its first FPDU.
+///
+/// Linux siw (6.1, `siw_accept`) sends the Reply, then moves the socket's data-ready
+/// callback from the connection manager to the QP; the CM callback ignores data in RDMA
+/// mode. An FPDU that arrives in that window is acknowledged by TCP but not read until
+/// more data arrives, which a request-response protocol never sends: the run stalls. A
+/// short pause (nothing may be sent before the Reply anyway, RFC 5044 7.1.2 rule 3) keeps
+/// our first FPDU out of that window.
+pub const FIRST_FPDU_DELAY: Duration = Duration::from_millis(100);
+
 /// Work request identifiers.
 const WR_RECV: u64 = 0x100;
 const WR_SEND: u64 = 0x200;
@@ -489,6 +499,9 @@ pub fn run_client(
         .map_err(|e| RpingError::Protocol(format!("writing the send buffer: {e}")))?;
     let p = dev.connect(&ep.qp, server, o.initiator.clone());
     let info = wait_pending(ep.core, &p, o.step_timeout, "connecting")?;
+    // siw's Responder sends its MPA Reply before it hands the socket to the QP; an FPDU
+    // arriving in between is acknowledged but never read (see FIRST_FPDU_DELAY).
+    ep.linger(FIRST_FPDU_DELAY);
     let mut stats = RpingStats {
         connections: 1,
         ird_ord: (info.ird, info.ord),
