@@ -159,6 +159,41 @@ enum RtrName {
     Send,
 }
 
+impl From<RtrName> for control::startup::RtrType {
+    fn from(r: RtrName) -> Self {
+        match r {
+            RtrName::Write => Self::Write,
+            RtrName::Read => Self::Read,
+            RtrName::Send => Self::Send,
+        }
+    }
+}
+
+/// The command line's MPA flags on top of a deployment file's Initiator policy.
+fn apply_mpa_flags(
+    init: &mut control::startup::InitiatorConfig,
+    markers: bool,
+    no_crc: bool,
+    rev1: bool,
+    rtr: Option<control::startup::RtrType>,
+) {
+    if markers {
+        init.markers = true;
+    }
+    if no_crc {
+        init.crc = false;
+    }
+    if rev1 {
+        init.enhanced = false;
+        init.peer_to_peer = false;
+    }
+    if let Some(t) = rtr {
+        init.peer_to_peer = true;
+        init.rtr_types = control::startup::RtrTypes::NONE.with(t);
+        init.rtr_preference = [t, t, t];
+    }
+}
+
 #[derive(Args)]
 struct BenchArgs {
     /// Which test.
@@ -307,11 +342,7 @@ fn run_bench(a: BenchArgs) -> Result<bool, String> {
             markers: a.markers,
             crc: !a.no_crc,
             rev1: a.rev1,
-            rtr: a.p2p.map(|r| match r {
-                RtrName::Write => control::startup::RtrType::Write,
-                RtrName::Read => control::startup::RtrType::Read,
-                RtrName::Send => control::startup::RtrType::Send,
-            }),
+            rtr: a.p2p.map(Into::into),
         },
         ird_ord: a.ird_ord.unwrap_or(16),
         faults: Faults {
@@ -408,22 +439,7 @@ fn bench_on_config(
     let port = iwarp::deploy::select_port(&cfg, name.as_deref(), Some(*peer.ip()))
         .map_err(|e| format!("{}: {e}", path.display()))?;
     let mut mpa = iwarp::deploy::initiator_config(&cfg.mpa);
-    // Command-line MPA flags override the file.
-    if a.markers {
-        mpa.markers = true;
-    }
-    if a.no_crc {
-        mpa.crc = false;
-    }
-    if a.rev1 {
-        mpa.enhanced = false;
-        mpa.peer_to_peer = false;
-    }
-    if let Some(t) = opts.mpa.rtr {
-        mpa.peer_to_peer = true;
-        mpa.rtr_types = control::startup::RtrTypes::NONE.with(t);
-        mpa.rtr_preference = [t, t, t];
-    }
+    apply_mpa_flags(&mut mpa, a.markers, a.no_crc, a.rev1, opts.mpa.rtr);
     if let Some(n) = a.ird_ord {
         mpa.ird = n;
         mpa.ord = n;
@@ -509,26 +525,13 @@ fn run_perftest(a: &BenchArgs) -> Result<bool, String> {
     )
     .map_err(|e| format!("{}: {e}", path.display()))?;
     let mut init = iwarp::deploy::initiator_config(&cfg.mpa);
-    if a.markers {
-        init.markers = true;
-    }
-    if a.no_crc {
-        init.crc = false;
-    }
-    if a.rev1 {
-        init.enhanced = false;
-        init.peer_to_peer = false;
-    }
-    if let Some(r) = a.p2p {
-        let t = match r {
-            RtrName::Write => control::startup::RtrType::Write,
-            RtrName::Read => control::startup::RtrType::Read,
-            RtrName::Send => control::startup::RtrType::Send,
-        };
-        init.peer_to_peer = true;
-        init.rtr_types = control::startup::RtrTypes::NONE.with(t);
-        init.rtr_preference = [t, t, t];
-    }
+    apply_mpa_flags(
+        &mut init,
+        a.markers,
+        a.no_crc,
+        a.rev1,
+        a.p2p.map(Into::into),
+    );
     let mut resp = iwarp::deploy::responder_config(&cfg.mpa);
     if a.markers {
         resp.markers = true;
@@ -616,7 +619,6 @@ fn run_perftest(a: &BenchArgs) -> Result<bool, String> {
 
 /// `iwarp serve --config FILE`.
 fn run_serve(a: ServeArgs) -> Result<bool, String> {
-    use iwarp::bench::Test;
     let cfg = load_config(&a.config)?;
     let name = a
         .port_name
@@ -668,14 +670,7 @@ fn run_serve(a: ServeArgs) -> Result<bool, String> {
                 n += 1;
                 match r {
                     Ok(Some(s)) => {
-                        let verb = match s.hello.test {
-                            Test::WriteBw => "write-bw",
-                            Test::WriteLat => "write-lat",
-                            Test::ReadBw => "read-bw",
-                            Test::ReadLat => "read-lat",
-                            Test::SendBw => "send-bw",
-                            Test::SendLat => "send-lat",
-                        };
+                        let verb = s.hello.test.name();
                         println!(
                             "session {n} from {}: {verb}, {} size(s), verified {} octets, {} wrong",
                             s.peer,
@@ -783,11 +778,7 @@ fn run_rping(a: RpingArgs) -> Result<bool, String> {
     o.initiator.enhanced = !a.rev1;
     if let Some(r) = a.p2p {
         o.initiator.peer_to_peer = true;
-        o.initiator.rtr_types = control::startup::RtrTypes::NONE.with(match r {
-            RtrName::Write => control::startup::RtrType::Write,
-            RtrName::Read => control::startup::RtrType::Read,
-            RtrName::Send => control::startup::RtrType::Send,
-        });
+        o.initiator.rtr_types = control::startup::RtrTypes::NONE.with(r.into());
     }
     rping::validate_options(&o).map_err(|e| e.to_string())?;
     if let Some(path) = &a.config {

@@ -372,16 +372,7 @@ impl fmt::Display for PerftestError {
         match self {
             PerftestError::Options(s) => write!(f, "invalid options: {s}"),
             PerftestError::Connect(e) => write!(f, "connection failed: {e}"),
-            PerftestError::Completion(c) => write!(
-                f,
-                "work request {} ({:?}) completed with {:?}{}",
-                c.wr_id,
-                c.opcode,
-                c.status,
-                c.term
-                    .map(|t| format!(" (Terminate {:?})", t.triple()))
-                    .unwrap_or_default()
-            ),
+            PerftestError::Completion(c) => f.write_str(&crate::bench::describe_completion(c)),
             PerftestError::Protocol(s) => write!(f, "protocol error: {s}"),
             PerftestError::Stalled(what) => write!(f, "timed out while {what}"),
         }

@@ -223,16 +223,7 @@ impl fmt::Display for RpingError {
         match self {
             RpingError::Options(s) => write!(f, "invalid options: {s}"),
             RpingError::Connect(e) => write!(f, "connection failed: {e}"),
-            RpingError::Completion(c) => write!(
-                f,
-                "work request {} ({:?}) completed with {:?}{}",
-                c.wr_id,
-                c.opcode,
-                c.status,
-                c.term
-                    .map(|t| format!(" (Terminate {:?})", t.triple()))
-                    .unwrap_or_default()
-            ),
+            RpingError::Completion(c) => f.write_str(&crate::bench::describe_completion(c)),
             RpingError::Protocol(s) => write!(f, "protocol error: {s}"),
             RpingError::Mismatch { ping, offset } => {
                 write!(

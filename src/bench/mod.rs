@@ -271,6 +271,20 @@ pub struct BenchOutcome {
     pub verified_octets: u64,
 }
 
+/// A failed completion for an error message: work request, opcode, status and the
+/// Terminate's layer/type/code when there was one.
+pub fn describe_completion(c: &Completion) -> String {
+    format!(
+        "work request {} ({:?}) completed with {:?}{}",
+        c.wr_id,
+        c.opcode,
+        c.status,
+        c.term
+            .map(|t| format!(" (Terminate {:?})", t.triple()))
+            .unwrap_or_default()
+    )
+}
+
 /// Why a run failed.
 #[derive(Debug)]
 pub enum BenchError {
@@ -293,16 +307,7 @@ impl fmt::Display for BenchError {
         match self {
             BenchError::Options(s) => write!(f, "invalid options: {s}"),
             BenchError::Connect(e) => write!(f, "connection failed: {e}"),
-            BenchError::Completion(c) => write!(
-                f,
-                "work request {} ({:?}) completed with {:?}{}",
-                c.wr_id,
-                c.opcode,
-                c.status,
-                c.term
-                    .map(|t| format!(" (Terminate {:?})", t.triple()))
-                    .unwrap_or_default()
-            ),
+            BenchError::Completion(c) => f.write_str(&describe_completion(c)),
             BenchError::Stalled(what) => write!(f, "no progress for 10 s while {what}"),
             BenchError::Protocol(m) => write!(f, "protocol: {m}"),
             BenchError::Thread(s) => write!(f, "benchmark thread failed: {s}"),
@@ -1014,7 +1019,11 @@ fn serve_size(
             // Answer each ping (last octet = expected counter) with a pong.
             if buf.load_u8_acquire(size - 1) == Some(write_lat_expect) {
                 let _ = src.write(size - 1, &[write_lat_expect]);
-                let r = client_buf.expect("write-lat has the client's buffer");
+                let Some(r) = client_buf else {
+                    return Err(BenchError::Protocol(
+                        "write-lat without the client's buffer".into(),
+                    ));
+                };
                 end.post_send(SendWr {
                     wr_id: write_lat_expect as u64,
                     op: SendOp::Write {
