@@ -163,6 +163,7 @@ pub fn initiator_config(m: &Mpa) -> InitiatorConfig {
         rtr_types: types,
         rtr_preference: preference,
         reply_timeout: Some(m.reply_timeout.0),
+        first_fpdu_delay: m.first_fpdu_delay.0,
         ..InitiatorConfig::default()
     }
 }

@@ -737,19 +737,13 @@ pub fn run_client(
     let mut ctl_cfg = o.initiator.clone();
     ctl_cfg.ird = 0;
     ctl_cfg.ord = 0;
-    let p = dev.connect(&ctl.qp, server, ctl_cfg);
+    let p = dev.connect(&ctl.qp, server, crate::rping::with_first_fpdu_delay(&ctl_cfg));
     let ctl_info = wait_conn(core, &p, o.step_timeout, "connecting the control QP")?;
     let mut e = Engine {
         core,
         timeout: o.step_timeout,
         client: true,
     };
-    // siw reads an FPDU that arrives right after its MPA Reply only when more data comes
-    // (crate::rping::FIRST_FPDU_DELAY): pause before the first control Send.
-    let until = Instant::now() + crate::rping::FIRST_FPDU_DELAY;
-    while Instant::now() < until {
-        e.pump(&mut ctl);
-    }
     let result = client_session(dev, &pd, &mut e, &mut ctl, server, o, mac);
     dev.disconnect(ctl_info.conn);
     if let Ok((_, Some(info))) = &result {
@@ -782,7 +776,7 @@ fn client_session(
     } else {
         (0, 0)
     });
-    let mut cfg = o.initiator.clone();
+    let mut cfg = crate::rping::with_first_fpdu_delay(&o.initiator);
     cfg.ird = ird;
     cfg.ord = ord;
     let mut attempt = 0;

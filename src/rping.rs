@@ -250,7 +250,8 @@ pub fn validate_options(o: &RpingOptions) -> Result<(), RpingError> {
     Ok(())
 }
 
-/// How long a client-server Initiator waits after the MPA Reply before its first FPDU.
+/// How long an Initiator talking to rping or perftest waits after the MPA Reply before its
+/// first FPDU (the RTR when peer-to-peer, else the ULP's first message).
 ///
 /// Linux siw (6.1, `siw_accept`) sends the Reply, then moves the socket's data-ready
 /// callback from the connection manager to the QP; the CM callback ignores data in RDMA
@@ -259,6 +260,16 @@ pub fn validate_options(o: &RpingOptions) -> Result<(), RpingError> {
 /// short pause (nothing may be sent before the Reply anyway, RFC 5044 7.1.2 rule 3) keeps
 /// our first FPDU out of that window.
 pub const FIRST_FPDU_DELAY: Duration = Duration::from_millis(100);
+
+/// `init` with [`InitiatorConfig::first_fpdu_delay`] at least [`FIRST_FPDU_DELAY`]: the
+/// connection is reported established (and a peer-to-peer RTR sent) only that long after
+/// the MPA Reply, so nothing reaches siw in the window described there.
+pub fn with_first_fpdu_delay(init: &InitiatorConfig) -> InitiatorConfig {
+    InitiatorConfig {
+        first_fpdu_delay: init.first_fpdu_delay.max(FIRST_FPDU_DELAY),
+        ..init.clone()
+    }
+}
 
 /// Work request identifiers.
 const WR_RECV: u64 = 0x100;
@@ -488,11 +499,8 @@ pub fn run_client(
         .write(0, &info_of(&start, o.size).encode())
         .and_then(|()| ep.send.write(INFO_LEN, &info_of(&sink, o.size).encode()))
         .map_err(|e| RpingError::Protocol(format!("writing the send buffer: {e}")))?;
-    let p = dev.connect(&ep.qp, server, o.initiator.clone());
+    let p = dev.connect(&ep.qp, server, with_first_fpdu_delay(&o.initiator));
     let info = wait_pending(ep.core, &p, o.step_timeout, "connecting")?;
-    // siw's Responder sends its MPA Reply before it hands the socket to the QP; an FPDU
-    // arriving in between is acknowledged but never read (see FIRST_FPDU_DELAY).
-    ep.linger(FIRST_FPDU_DELAY);
     let mut stats = RpingStats {
         connections: 1,
         ird_ord: (info.ird, info.ord),

@@ -193,6 +193,11 @@ pub struct Port {
     /// Descriptors per transmit ring, a power of two in 64..=16384. Default 1024.
     #[serde(default = "default_ring")]
     pub tx_ring: u16,
+    /// Let the device compute and check IPv4 and TCP checksums when it offers to (DPDK's
+    /// `IPV4_CKSUM` and `TCP_CKSUM` offloads); otherwise, or with `false`, they are done
+    /// in software. Default true.
+    #[serde(default = "yes")]
+    pub checksum_offload: bool,
 }
 
 fn default_mtu() -> u16 {
@@ -343,6 +348,12 @@ pub struct Mpa {
     /// How long a peer-to-peer Responder waits for the RTR. Default `"10s"`; 1ms..=10m.
     #[serde(default = "default_10s")]
     pub rtr_timeout: Millis,
+    /// How long an Initiator waits after the MPA Reply before its first FPDU (the RTR when
+    /// peer-to-peer, else the consumer's first message). Default `"0ms"`; 0..=10s. Linux
+    /// siw needs about `"100ms"` (it may not read an FPDU that arrives right after its
+    /// Reply).
+    #[serde(default)]
+    pub first_fpdu_delay: Millis,
 }
 
 impl Default for Mpa {
@@ -360,6 +371,7 @@ impl Default for Mpa {
             reply_timeout: default_10s(),
             request_timeout: default_5s(),
             rtr_timeout: default_10s(),
+            first_fpdu_delay: Millis::default(),
         }
     }
 }

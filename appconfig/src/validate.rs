@@ -39,6 +39,12 @@ pub(crate) fn validate(c: &Config) -> Vec<(String, String)> {
     ] {
         timeout(&format!("mpa.{field}"), t, &mut p);
     }
+    if c.mpa.first_fpdu_delay.0 > Duration::from_secs(10) {
+        p.add(
+            "mpa.first_fpdu_delay",
+            format!("{} is out of range: 0ms..=10s", c.mpa.first_fpdu_delay),
+        );
+    }
     tcp(&c.tcp, &mut p);
     qp(&c.qp, &mut p);
     listeners(c, &mut p);

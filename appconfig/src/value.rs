@@ -144,7 +144,7 @@ impl<'de> Deserialize<'de> for MacAddr {
 
 /// A duration: a string with a unit (`"500ms"`, `"10s"`, `"2m"`, `"250us"`) or an
 /// integer number of milliseconds.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct Millis(pub Duration);
 
 impl Millis {

@@ -31,6 +31,8 @@ struct Outcome {
     new_whole: f64,
     rtx_whole: f64,
     rtx_segments: u64,
+    /// Port counters of A and B.
+    ports: [dataplane::port::PortStats; 2],
 }
 
 fn run(name: &str, wire: WireConfig, markers: bool) -> Outcome {
@@ -255,6 +257,10 @@ fn run(name: &str, wire: WireConfig, markers: bool) -> Outcome {
         new_whole: al.new_whole_ratio(),
         rtx_whole: al.rtx_whole_ratio(),
         rtx_segments: al.rtx_whole + al.rtx_split,
+        ports: [
+            env.pair.core_a.port_stats(),
+            env.pair.core_b.port_stats(),
+        ],
     };
     println!(
         "{name}: {} MiB in {} messages (+{} reads) in {:.2} s ({:.0} MiB/s); \
@@ -289,6 +295,22 @@ macro_rules! fault_test {
             if $must_retransmit {
                 assert!(o.rtx_segments > 0, "no segment was retransmitted");
             }
+            // With emulated checksum offload the devices did the checksums: every TCP
+            // frame was queued with the offload, and corruption was caught by a device.
+            if $wire.checksum_offload {
+                for (side, s) in ["A", "B"].iter().zip(&o.ports) {
+                    assert!(s.tx_checksum_offloaded > 0, "{side}: nothing offloaded");
+                    assert!(
+                        s.tx_frames - s.tx_checksum_offloaded < 8,
+                        "{side}: only ARP goes without: {s:?}"
+                    );
+                    assert!(s.rx_checksum_good > 0, "{side}: no device verdict");
+                }
+                assert!(
+                    o.ports.iter().map(|s| s.rx_checksum_bad).sum::<u64>() > 0,
+                    "corruption never reached a device check"
+                );
+            }
             assert!(
                 o.new_whole >= $min_whole,
                 "new-data segments holding whole FPDUs: {} < {}",
@@ -311,6 +333,9 @@ fault_test! {
     duplication: WireConfig { duplicate: 0.02, ..wire(7) }, false, 0.99, false;
     resegmentation: WireConfig { resegment: 0.1, ..wire(8) }, true, 0.99, false;
     corruption_caught_by_checksums: WireConfig { corrupt: 0.01, ..wire(9) }, false, 0.99, true;
+    corruption_caught_by_checksum_offload: WireConfig {
+        corrupt: 0.01, checksum_offload: true, ..wire(11)
+    }, false, 0.99, true;
     everything_at_once: WireConfig {
         loss: 0.01, reorder: 0.01, duplicate: 0.01, resegment: 0.05, corrupt: 0.005, ..wire(10)
     }, true, 0.99, true;

@@ -818,3 +818,90 @@ fn enhanced_reject_echoes_a() {
     assert!(f.enhanced.unwrap().is_peer_to_peer());
     let _ = Dialect::Rfc6581;
 }
+
+// ---- first_fpdu_delay (a siw workaround, not an RFC requirement) ---------------------------
+
+/// An initiator with `first_fpdu_delay`, and the instant its accepting Reply arrived:
+/// Rev 2 enhanced, A set and the Write RTR chosen when `peer_to_peer`.
+fn delayed_after_reply(peer_to_peer: bool, delay: Duration) -> (Initiator, Instant) {
+    let t0 = Instant::now();
+    let cfg = InitiatorConfig {
+        first_fpdu_delay: delay,
+        ..if peer_to_peer {
+            p2p(RtrTypes::WRITE_READ)
+        } else {
+            InitiatorConfig::default()
+        }
+    };
+    let mut i = Initiator::new(cfg, t0).unwrap();
+    drain_i(&mut i);
+    let t1 = t0 + Duration::from_millis(3);
+    let word = if peer_to_peer {
+        "80 01 80 01"
+    } else {
+        "00 01 00 01"
+    };
+    i.on_data(&frame(&REPLY_KEY, &format!("50 02 00 04 {word}")), t1);
+    (i, t1)
+}
+
+#[test]
+fn first_fpdu_delay_holds_the_rtr_until_it_has_passed_since_the_reply() {
+    let delay = Duration::from_millis(100);
+    let (mut i, t1) = delayed_after_reply(true, delay);
+    assert!(drain_i(&mut i).is_empty(), "nothing before the delay");
+    assert_eq!(i.state(), control::startup::InitiatorState::Delaying);
+    assert_eq!(i.poll_timeout(), Some(t1 + delay));
+    // Octets arriving meanwhile are FPDU-mode octets, handed over with the connection.
+    i.on_data(b"xy", t1 + Duration::from_millis(1));
+    i.on_timeout(t1 + delay - Duration::from_micros(1));
+    assert!(drain_i(&mut i).is_empty(), "still waiting");
+    i.on_timeout(t1 + delay);
+    let outs = drain_i(&mut i);
+    let e = established(&outs).expect("established once the delay passed");
+    assert_eq!(e.rtr, Some(RtrType::Write));
+    assert_eq!(e.rx_pending, b"xy");
+    let rtr = ulpdus(e.tx_mode, &sent(&outs));
+    assert_eq!(rtr.len(), 1, "exactly the RTR");
+    assert!(parse_segment(&rtr[0]).unwrap().rtr_kind().is_some());
+    assert_eq!(i.poll_timeout(), None);
+}
+
+#[test]
+fn first_fpdu_delay_holds_a_client_server_connection_too() {
+    let delay = Duration::from_millis(40);
+    let (mut i, t1) = delayed_after_reply(false, delay);
+    assert!(drain_i(&mut i).is_empty());
+    i.on_timeout(t1 + delay);
+    let outs = drain_i(&mut i);
+    let e = established(&outs).unwrap();
+    assert!(e.initiator_sends_first && e.rtr.is_none());
+    assert!(sent(&outs).is_empty(), "no RTR in client-server");
+}
+
+#[test]
+fn zero_first_fpdu_delay_establishes_at_once() {
+    let (mut i, _) = delayed_after_reply(true, Duration::ZERO);
+    assert!(established(&drain_i(&mut i)).is_some());
+}
+
+#[test]
+fn close_during_first_fpdu_delay_fails_the_connection() {
+    let (mut i, _) = delayed_after_reply(true, Duration::from_millis(100));
+    i.on_closed(CloseKind::Fin);
+    let outs = drain_i(&mut i);
+    assert!(matches!(
+        failure(&outs).map(|f| &f.error),
+        Some(StartupError::TcpClosed(CloseKind::Fin))
+    ));
+    assert!(established(&outs).is_none() && sent(&outs).is_empty());
+}
+
+#[test]
+fn abort_during_first_fpdu_delay_sends_term_2_0_5() {
+    let (mut i, _) = delayed_after_reply(true, Duration::from_millis(100));
+    i.abort().unwrap();
+    let outs = drain_i(&mut i);
+    assert_eq!(term_triple(FpduMode::CRC_ONLY, &sent(&outs)), (2, 0, 5));
+    assert!(closes(&outs) && established(&outs).is_none());
+}

@@ -29,7 +29,7 @@ use crate::mpa::deframe::Deframer;
 use crate::mpa::fpdu::{mulpdu, Framer};
 use crate::mpa::MpaErrorCode;
 use crate::net::{Net, NetConfig, Rx};
-use crate::port::{Port, PortStats};
+use crate::port::{Port, PortStats, RxChecksum};
 use crate::rdma::{
     Completion, MrTable, PostError, Qp, QpState, RecvWr, SendOp, SendWr, WcOpcode, WcStatus,
 };
@@ -516,11 +516,16 @@ impl Core {
         } = self;
         let mut accepted: Vec<Box<Connection>> = Vec::new();
         let mut resets: Vec<(FourTuple, smoltcp::wire::TcpRepr<'static>)> = Vec::new();
-        let n = port.rx_burst(RX_BURST, &mut |frame| {
+        let n = port.rx_burst_checked(RX_BURST, &mut |frame, verdict| {
             let Rx::Tcp { src, dst, segment } = net.on_frame(now, frame, deferred) else {
                 return;
             };
-            let Some(repr) = tcp::segment_from_bytes(src, dst, segment) else {
+            if verdict == RxChecksum::Bad {
+                stats.bad_segments += 1;
+                return;
+            }
+            let check = verdict != RxChecksum::Good;
+            let Some(repr) = tcp::segment_from_bytes_with(src, dst, segment, check) else {
                 stats.bad_segments += 1;
                 return;
             };

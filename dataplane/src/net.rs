@@ -392,12 +392,23 @@ impl Net {
             hop_limit: TTL,
         };
         let (src, dst) = (tuple.local_addr, tuple.remote_addr);
-        let caps = ChecksumCapabilities::default();
-        let sent = port.tx(ETH_LEN + ip_len, &mut |buf: &mut [u8]| {
-            eth.emit(&mut EthernetFrame::new_unchecked(&mut *buf));
-            ip.emit(&mut Ipv4Packet::new_unchecked(&mut buf[ETH_LEN..]), &caps);
-            crate::tcp::emit_segment(src, dst, repr, &mut buf[ETH_LEN + IPV4_LEN..]);
-        });
+        let sent = if port.checksum_offload().tx_ipv4_tcp {
+            // The device fills both checksums: IPv4's left zero, TCP's field holds the
+            // pseudo-header sum.
+            let caps = ChecksumCapabilities::ignored();
+            port.tx_ipv4_tcp_offload(ETH_LEN + ip_len, &mut |buf: &mut [u8]| {
+                eth.emit(&mut EthernetFrame::new_unchecked(&mut *buf));
+                ip.emit(&mut Ipv4Packet::new_unchecked(&mut buf[ETH_LEN..]), &caps);
+                crate::tcp::emit_segment_offload(src, dst, repr, &mut buf[ETH_LEN + IPV4_LEN..]);
+            })
+        } else {
+            let caps = ChecksumCapabilities::default();
+            port.tx(ETH_LEN + ip_len, &mut |buf: &mut [u8]| {
+                eth.emit(&mut EthernetFrame::new_unchecked(&mut *buf));
+                ip.emit(&mut Ipv4Packet::new_unchecked(&mut buf[ETH_LEN..]), &caps);
+                crate::tcp::emit_segment(src, dst, repr, &mut buf[ETH_LEN + IPV4_LEN..]);
+            })
+        };
         if sent {
             Ok(())
         } else {

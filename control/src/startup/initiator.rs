@@ -62,6 +62,12 @@ pub struct InitiatorConfig {
     pub min_rev: u8,
     /// Highest Reply Rev accepted (default 2).
     pub max_rev: u8,
+    /// Time to wait after the accepting Reply arrived before the first FPDU: the RTR when
+    /// peer-to-peer, else [`Event::Established`] (so the ULP's first message waits too).
+    /// Default zero. Not required by any RFC; a workaround for Linux siw (6.1), which
+    /// hands the socket to its QP only after it has processed the Reply and reads an FPDU
+    /// that arrived in between only when more data comes (PEERS.md).
+    pub first_fpdu_delay: Duration,
 }
 
 impl Default for InitiatorConfig {
@@ -84,6 +90,7 @@ impl Default for InitiatorConfig {
             rev1_fallback: false,
             min_rev: 0,
             max_rev: REV_2,
+            first_fpdu_delay: Duration::ZERO,
         }
     }
 }
@@ -168,6 +175,9 @@ pub enum InitiatorState {
     WaitingReply,
     /// Accepting Reply received, waiting for [`Initiator::confirm`] / [`Initiator::refuse`].
     AwaitingConfirm,
+    /// Accepting Reply received and confirmed, waiting out
+    /// [`InitiatorConfig::first_fpdu_delay`] before Full Operation.
+    Delaying,
     /// Done: established, rejected, refused or failed (see the events).
     Finished,
 }
@@ -186,6 +196,10 @@ struct Pending {
 enum State {
     WaitingReply { deadline: Option<Instant> },
     AwaitingConfirm(Box<Pending>),
+    Delaying {
+        until: Instant,
+        pending: Box<Pending>,
+    },
     Finished,
 }
 
@@ -197,6 +211,8 @@ pub struct Initiator {
     state: State,
     /// Octets received: the Reply being assembled, then FPDU-mode octets.
     rx: Vec<u8>,
+    /// When the octets that completed the Reply arrived.
+    reply_at: Option<Instant>,
     out: Outputs,
 }
 
@@ -217,6 +233,7 @@ impl Initiator {
             request,
             state: State::WaitingReply { deadline },
             rx: Vec::new(),
+            reply_at: None,
             out,
         })
     }
@@ -231,6 +248,7 @@ impl Initiator {
         match self.state {
             State::WaitingReply { .. } => InitiatorState::WaitingReply,
             State::AwaitingConfirm(_) => InitiatorState::AwaitingConfirm,
+            State::Delaying { .. } => InitiatorState::Delaying,
             State::Finished => InitiatorState::Finished,
         }
     }
@@ -244,19 +262,26 @@ impl Initiator {
     pub fn poll_timeout(&self) -> Option<Instant> {
         match self.state {
             State::WaitingReply { deadline } => deadline,
+            State::Delaying { until, .. } => Some(until),
             _ => None,
         }
     }
 
-    /// Time passes: the Reply timeout (RFC 5044 7.1.2 rule 10) closes TCP with an error.
+    /// Time passes: the Reply timeout (RFC 5044 7.1.2 rule 10) closes TCP with an error;
+    /// the end of [`InitiatorConfig::first_fpdu_delay`] enters Full Operation.
     pub fn on_timeout(&mut self, now: Instant) {
-        if let State::WaitingReply {
-            deadline: Some(d), ..
-        } = self.state
-        {
-            if now >= d {
+        match self.state {
+            State::WaitingReply { deadline: Some(d) } if now >= d => {
                 self.fail_close(StartupError::Timeout(Waiting::Reply), None);
             }
+            State::Delaying { until, .. } if now >= until => {
+                if let State::Delaying { pending, .. } =
+                    std::mem::replace(&mut self.state, State::Finished)
+                {
+                    self.establish(*pending);
+                }
+            }
+            _ => {}
         }
     }
 
@@ -286,31 +311,35 @@ impl Initiator {
                 });
                 self.out.close();
             }
-            State::AwaitingConfirm(_) => self.fail_close(StartupError::TcpClosed(kind), None),
+            State::AwaitingConfirm(_) | State::Delaying { .. } => {
+                self.fail_close(StartupError::TcpClosed(kind), None)
+            }
             State::Finished => {}
         }
     }
 
     /// Octets received from TCP. Once the machine has finished (after [`Event::Established`]
     /// in particular) octets are ignored: they belong to the dataplane.
-    pub fn on_data(&mut self, data: &[u8], _now: Instant) {
+    pub fn on_data(&mut self, data: &[u8], now: Instant) {
         match self.state {
             State::WaitingReply { .. } => {
                 self.rx.extend_from_slice(data);
+                self.reply_at = Some(now);
                 self.try_reply();
             }
             // FPDU-mode octets; handed over with the rest.
-            State::AwaitingConfirm(_) => self.rx.extend_from_slice(data),
+            State::AwaitingConfirm(_) | State::Delaying { .. } => self.rx.extend_from_slice(data),
             State::Finished => {}
         }
     }
 
     /// The ULP accepts the Reply's Private Data: enter Full Operation (send the RTR if
-    /// peer-to-peer) and report [`Event::Established`].
+    /// peer-to-peer) and report [`Event::Established`], at once or once
+    /// [`InitiatorConfig::first_fpdu_delay`] after the Reply has passed.
     pub fn confirm(&mut self) -> Result<(), ApiError> {
         match std::mem::replace(&mut self.state, State::Finished) {
             State::AwaitingConfirm(p) => {
-                self.establish(*p);
+                self.establish_after_delay(p);
                 Ok(())
             }
             other => {
@@ -351,7 +380,7 @@ impl Initiator {
                 self.fail_close(StartupError::LocalCatastrophic, None);
                 Ok(())
             }
-            State::AwaitingConfirm(p) => {
+            State::AwaitingConfirm(p) | State::Delaying { pending: p, .. } => {
                 self.term_and_close(
                     &p.reply,
                     MpaErrorCode::LocalCatastrophic,
@@ -568,7 +597,20 @@ impl Initiator {
             })));
             self.state = State::AwaitingConfirm(Box::new(pending));
         } else {
-            self.establish(pending);
+            self.establish_after_delay(Box::new(pending));
+        }
+    }
+
+    /// Full Operation now, or [`State::Delaying`] until `first_fpdu_delay` after the Reply.
+    fn establish_after_delay(&mut self, p: Box<Pending>) {
+        let until = self
+            .reply_at
+            .and_then(|t| t.checked_add(self.config.first_fpdu_delay));
+        match until {
+            Some(until) if !self.config.first_fpdu_delay.is_zero() => {
+                self.state = State::Delaying { until, pending: p };
+            }
+            _ => self.establish(*p),
         }
     }
 

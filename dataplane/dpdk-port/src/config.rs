@@ -44,6 +44,10 @@ pub struct PortConfig {
     /// whose device address is the kernel interface's: a Linux bridge treats its ports'
     /// addresses as its own and would not forward frames for them to the tap.
     pub software_mac: bool,
+    /// Use the device's IPv4 header and TCP checksum offloads, in each direction where it
+    /// offers both (`RTE_ETH_TX_OFFLOAD_IPV4_CKSUM | TCP_CKSUM`, and the same for
+    /// receive); software checksums otherwise. Default true.
+    pub checksum_offload: bool,
 }
 
 impl PortConfig {
@@ -58,6 +62,7 @@ impl PortConfig {
             mempool_size: Self::default_mempool_size(DEFAULT_RING, DEFAULT_RING),
             mac: None,
             software_mac: false,
+            checksum_offload: true,
         }
     }
 
@@ -75,6 +80,7 @@ impl PortConfig {
             mempool_size: Self::default_mempool_size(port.rx_ring, port.tx_ring),
             mac: port.mac.map(|m| m.0),
             software_mac: port.driver == appconfig::Driver::Tap,
+            checksum_offload: port.checksum_offload,
         }
     }
 

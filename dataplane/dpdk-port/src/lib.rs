@@ -48,9 +48,24 @@
 //!   an exhausted mempool. [`Port::flush`](dataplane::port::Port::flush) calls
 //!   `rte_eth_tx_burst` until everything is taken or [`FLUSH_RETRIES`] calls in a row
 //!   made no progress, then frees what is left and counts it in `tx_dropped`.
-//! - **Checksums.** No offload is used: frames leave with the software IPv4/TCP
-//!   checksums the TCP engine computed. [`DpdkPort::tx_offload_capa`] exposes what the
-//!   device could do for a later step.
+//! - **Checksums.** With [`PortConfig::checksum_offload`] (the default), each direction
+//!   where the device offers both the IPv4 header and the TCP checksum offload
+//!   (`RTE_ETH_{TX,RX}_OFFLOAD_IPV4_CKSUM | TCP_CKSUM`) uses them, and
+//!   [`Port::checksum_offload`](dataplane::port::Port::checksum_offload) says so. On
+//!   transmit, [`Port::tx_ipv4_tcp_offload`](dataplane::port::Port::tx_ipv4_tcp_offload)
+//!   frames carry a zero IPv4 checksum and the pseudo-header sum in the TCP field, and
+//!   the mbuf asks for `RTE_MBUF_F_TX_IPV4 | IP_CKSUM | TCP_CKSUM` with `l2_len` 14 and
+//!   `l3_len` 20. On receive, [`Port::rx_burst_checked`](dataplane::port::Port::rx_burst_checked)
+//!   reports the mbuf's `RTE_MBUF_F_RX_{IP,L4}_CKSUM_*` verdict, and the core checks in
+//!   software only what the device did not. Without the offloads (`net_af_packet`,
+//!   `net_memif`) the TCP engine's software checksums are used. `net_tap` offers both
+//!   (its PMD computes them in software, so there is no gain, only the same path as a
+//!   NIC's).
+//! - **Segments.** A frame is written into one mbuf straight from the TCP send queue (one
+//!   copy: the queue keeps the FPDU for retransmission). Header mbuf plus payload
+//!   segments pointing into the send queue would save that copy on NICs with
+//!   `MULTI_SEGS`, but the FPDU record would have to stay pinned until the PMD frees the
+//!   mbuf; not done.
 //! - **Threads.** The port is `Send` but not `Sync`. It may run on a thread that is not
 //!   an EAL lcore: the mempool then works without a per-lcore cache (DPDK's
 //!   multi-producer/consumer ring), which is correct, only slower.

@@ -6,7 +6,7 @@ use std::ptr;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 
-use dataplane::port::{Port, PortStats};
+use dataplane::port::{ChecksumOffload, Port, PortStats, RxChecksum};
 use dpdk_sys::{rte_mbuf, rte_mempool};
 use smoltcp::wire::EthernetAddress;
 
@@ -20,6 +20,41 @@ pub const FLUSH_RETRIES: u32 = 4;
 
 /// `ENOTSUP` on Linux.
 const ENOTSUP: i32 = 95;
+
+/// Transmit offloads used for checksums: the IPv4 header's and TCP's.
+const TX_CKSUM: u64 =
+    dpdk_sys::RTE_ETH_TX_OFFLOAD_IPV4_CKSUM | dpdk_sys::RTE_ETH_TX_OFFLOAD_TCP_CKSUM;
+/// Receive offloads used for checksums: the IPv4 header's and TCP's.
+const RX_CKSUM: u64 =
+    dpdk_sys::RTE_ETH_RX_OFFLOAD_IPV4_CKSUM | dpdk_sys::RTE_ETH_RX_OFFLOAD_TCP_CKSUM;
+/// Ethernet and (option-less) IPv4 headers.
+const ETH_IPV4_LEN: usize = 14 + 20;
+
+/// The checksum offloads to use on a device with these capabilities: each direction
+/// where it offers both the IPv4 header and the TCP checksum.
+pub(crate) fn checksum_offload_of(tx_capa: u64, rx_capa: u64) -> ChecksumOffload {
+    ChecksumOffload {
+        tx_ipv4_tcp: tx_capa & TX_CKSUM == TX_CKSUM,
+        rx_ipv4_tcp: rx_capa & RX_CKSUM == RX_CKSUM,
+    }
+}
+
+/// The device's checksum verdict in a received mbuf's `ol_flags`: Bad when it found the
+/// IPv4 header or the TCP checksum wrong; Good when it found TCP's right, or the data
+/// verified without a correct checksum in the packet (`L4_CKSUM_NONE`); else Unknown.
+pub(crate) fn rx_verdict(ol_flags: u64) -> RxChecksum {
+    let ip = ol_flags & dpdk_sys::RTE_MBUF_F_RX_IP_CKSUM_MASK;
+    let l4 = ol_flags & dpdk_sys::RTE_MBUF_F_RX_L4_CKSUM_MASK;
+    if ip == dpdk_sys::RTE_MBUF_F_RX_IP_CKSUM_BAD || l4 == dpdk_sys::RTE_MBUF_F_RX_L4_CKSUM_BAD {
+        RxChecksum::Bad
+    } else if l4 == dpdk_sys::RTE_MBUF_F_RX_L4_CKSUM_GOOD
+        || l4 == dpdk_sys::RTE_MBUF_F_RX_L4_CKSUM_NONE
+    {
+        RxChecksum::Good
+    } else {
+        RxChecksum::Unknown
+    }
+}
 
 /// Ports opened by this process (a device is opened at most once).
 static OPEN_PORTS: Mutex<Vec<u16>> = Mutex::new(Vec::new());
@@ -70,6 +105,7 @@ pub struct DpdkPort {
     max_frame: usize,
     promiscuous: bool,
     tx_offload_capa: u64,
+    offload: ChecksumOffload,
     /// Frames queued by `tx`, sent by `flush`; never above `pending_cap`.
     pending: Vec<*mut rte_mbuf>,
     pending_cap: usize,
@@ -232,9 +268,20 @@ impl DpdkPort {
             ));
         }
 
-        // 1 rx + 1 tx queue, no offloads, the MTU.
+        // 1 rx + 1 tx queue, the MTU, and the checksum offloads the device offers.
         let mut conf = dpdk_sys::rte_eth_conf::default();
         conf.rxmode.mtu = cfg.mtu as u32;
+        let offload = if cfg.checksum_offload {
+            checksum_offload_of(info.tx_offload_capa, info.rx_offload_capa)
+        } else {
+            ChecksumOffload::default()
+        };
+        if offload.tx_ipv4_tcp {
+            conf.txmode.offloads = TX_CKSUM;
+        }
+        if offload.rx_ipv4_tcp {
+            conf.rxmode.offloads = RX_CKSUM;
+        }
         // SAFETY: valid port id, stopped (it was never started, or stopped by the
         // previous owner's close); conf is a live local.
         check("rte_eth_dev_configure", dev, unsafe {
@@ -349,6 +396,7 @@ impl DpdkPort {
             max_frame: cfg.max_frame(),
             promiscuous,
             tx_offload_capa: info.tx_offload_capa,
+            offload,
             pending: Vec::with_capacity(pending_cap),
             pending_cap,
             rx: [ptr::null_mut(); RX_BURST],
@@ -379,8 +427,41 @@ impl DpdkPort {
         self.promiscuous
     }
 
-    /// The device's transmit offload capabilities (`RTE_ETH_TX_OFFLOAD_*`); none is
-    /// used yet.
+    /// Allocates an mbuf of `len` octets, lets `fill` write the frame into it and queues it:
+    /// the queued mbuf, or `None` (counted in `tx_dropped`) when it cannot.
+    fn tx_mbuf(&mut self, len: usize, fill: &mut dyn FnMut(&mut [u8])) -> Option<*mut rte_mbuf> {
+        if len == 0 || len > self.max_frame || self.pending.len() >= self.pending_cap {
+            self.stats.tx_dropped += 1;
+            return None;
+        }
+        // SAFETY: self.pool is the port's live pktmbuf pool.
+        let m = unsafe { dpdk_sys::rte_pktmbuf_alloc(self.pool) };
+        if m.is_null() {
+            self.stats.tx_dropped += 1;
+            return None;
+        }
+        let mut guard = MbufGuard(m);
+        // SAFETY: m is a fresh mbuf; len <= max_frame < its data room (checked by
+        // PortConfig::data_room), so append succeeds and returns `len` writable octets
+        // inside the mbuf's buffer, which we zero before handing them out.
+        unsafe {
+            let p = dpdk_sys::rte_pktmbuf_append(m, len as u16).cast::<u8>();
+            if p.is_null() {
+                self.stats.tx_dropped += 1;
+                return None;
+            }
+            ptr::write_bytes(p, 0, len);
+            fill(std::slice::from_raw_parts_mut(p, len));
+        }
+        guard.0 = ptr::null_mut();
+        self.pending.push(m);
+        self.stats.tx_frames += 1;
+        self.stats.tx_octets += len as u64;
+        Some(m)
+    }
+
+    /// The device's transmit offload capabilities (`RTE_ETH_TX_OFFLOAD_*`); of them only
+    /// the checksum ones are used ([`Port::checksum_offload`]).
     pub fn tx_offload_capa(&self) -> u64 {
         self.tx_offload_capa
     }
@@ -454,6 +535,30 @@ impl Port for DpdkPort {
     }
 
     fn rx_burst(&mut self, max: usize, f: &mut dyn FnMut(&[u8])) -> usize {
+        self.rx_burst_checked(max, &mut |frame, _| f(frame))
+    }
+
+    fn checksum_offload(&self) -> ChecksumOffload {
+        self.offload
+    }
+
+    fn tx_ipv4_tcp_offload(&mut self, len: usize, fill: &mut dyn FnMut(&mut [u8])) -> bool {
+        if !self.offload.tx_ipv4_tcp || len < ETH_IPV4_LEN {
+            self.stats.tx_dropped += 1;
+            return false;
+        }
+        let Some(m) = self.tx_mbuf(len, fill) else {
+            return false;
+        };
+        // SAFETY: m is the mbuf just queued by tx_mbuf, still ours (not yet given to the
+        // PMD); the shim sets its ol_flags and l2_len/l3_len fields.
+        unsafe { dpdk_sys::dpdk_sys_pktmbuf_tx_ipv4_tcp_cksum(m, 14, 20) };
+        self.stats.tx_checksum_offloaded += 1;
+        true
+    }
+
+    fn rx_burst_checked(&mut self, max: usize, f: &mut dyn FnMut(&[u8], RxChecksum)) -> usize {
+        let check = self.offload.rx_ipv4_tcp;
         let mut taken = 0usize;
         while taken < max {
             let want = (max - taken).min(RX_BURST);
@@ -497,7 +602,17 @@ impl Port for DpdkPort {
                         } else {
                             self.stats.rx_frames += 1;
                             self.stats.rx_octets += len as u64;
-                            f(std::slice::from_raw_parts(data, len));
+                            let verdict = if check {
+                                rx_verdict(dpdk_sys::dpdk_sys_pktmbuf_ol_flags(m))
+                            } else {
+                                RxChecksum::Unknown
+                            };
+                            match verdict {
+                                RxChecksum::Good => self.stats.rx_checksum_good += 1,
+                                RxChecksum::Bad => self.stats.rx_checksum_bad += 1,
+                                RxChecksum::Unknown => {}
+                            }
+                            f(std::slice::from_raw_parts(data, len), verdict);
                         }
                     }
                     batch.done += 1;
@@ -517,34 +632,7 @@ impl Port for DpdkPort {
     }
 
     fn tx(&mut self, len: usize, fill: &mut dyn FnMut(&mut [u8])) -> bool {
-        if len == 0 || len > self.max_frame || self.pending.len() >= self.pending_cap {
-            self.stats.tx_dropped += 1;
-            return false;
-        }
-        // SAFETY: self.pool is the port's live pktmbuf pool.
-        let m = unsafe { dpdk_sys::rte_pktmbuf_alloc(self.pool) };
-        if m.is_null() {
-            self.stats.tx_dropped += 1;
-            return false;
-        }
-        let mut guard = MbufGuard(m);
-        // SAFETY: m is a fresh mbuf; len <= max_frame < its data room (checked by
-        // PortConfig::data_room), so append succeeds and returns `len` writable octets
-        // inside the mbuf's buffer, which we zero before handing them out.
-        unsafe {
-            let p = dpdk_sys::rte_pktmbuf_append(m, len as u16).cast::<u8>();
-            if p.is_null() {
-                self.stats.tx_dropped += 1;
-                return false;
-            }
-            ptr::write_bytes(p, 0, len);
-            fill(std::slice::from_raw_parts_mut(p, len));
-        }
-        guard.0 = ptr::null_mut();
-        self.pending.push(m);
-        self.stats.tx_frames += 1;
-        self.stats.tx_octets += len as u64;
-        true
+        self.tx_mbuf(len, fill).is_some()
     }
 
     fn flush(&mut self) {

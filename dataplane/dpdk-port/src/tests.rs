@@ -227,3 +227,43 @@ fn dpdk_port_is_send() {
     send::<DpdkPort>();
     send::<Eal>();
 }
+
+#[test]
+fn checksum_offload_needs_both_ipv4_and_tcp_in_a_direction() {
+    use crate::port::checksum_offload_of;
+    use dpdk_sys::*;
+    let tx = RTE_ETH_TX_OFFLOAD_IPV4_CKSUM | RTE_ETH_TX_OFFLOAD_TCP_CKSUM;
+    let rx = RTE_ETH_RX_OFFLOAD_IPV4_CKSUM | RTE_ETH_RX_OFFLOAD_TCP_CKSUM;
+    let o = checksum_offload_of(tx | RTE_ETH_TX_OFFLOAD_MULTI_SEGS, rx);
+    assert!(o.tx_ipv4_tcp && o.rx_ipv4_tcp);
+    let o = checksum_offload_of(RTE_ETH_TX_OFFLOAD_TCP_CKSUM, RTE_ETH_RX_OFFLOAD_IPV4_CKSUM);
+    assert!(!o.tx_ipv4_tcp && !o.rx_ipv4_tcp);
+    assert_eq!(checksum_offload_of(0, 0), Default::default());
+}
+
+#[test]
+fn rx_checksum_verdicts_from_ol_flags() {
+    use crate::port::rx_verdict;
+    use dataplane::port::RxChecksum;
+    use dpdk_sys::*;
+    let ip_good = RTE_MBUF_F_RX_IP_CKSUM_GOOD;
+    assert_eq!(rx_verdict(0), RxChecksum::Unknown);
+    assert_eq!(
+        rx_verdict(ip_good | RTE_MBUF_F_RX_L4_CKSUM_GOOD),
+        RxChecksum::Good
+    );
+    assert_eq!(
+        rx_verdict(ip_good | RTE_MBUF_F_RX_L4_CKSUM_NONE),
+        RxChecksum::Good,
+        "data verified, checksum not in the packet"
+    );
+    assert_eq!(rx_verdict(ip_good), RxChecksum::Unknown);
+    assert_eq!(
+        rx_verdict(ip_good | RTE_MBUF_F_RX_L4_CKSUM_BAD),
+        RxChecksum::Bad
+    );
+    assert_eq!(
+        rx_verdict(RTE_MBUF_F_RX_IP_CKSUM_BAD | RTE_MBUF_F_RX_L4_CKSUM_GOOD),
+        RxChecksum::Bad
+    );
+}

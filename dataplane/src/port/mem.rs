@@ -34,7 +34,7 @@
 //! by duplication or resegmentation that do not fit are dropped and counted in
 //! [`WireStats::overflow`].
 
-use super::{Port, PortStats};
+use super::{ChecksumOffload, Port, PortStats, RxChecksum};
 use crossbeam::queue::ArrayQueue;
 use crossbeam::utils::CachePadded;
 use smoltcp::wire::{EthernetAddress, IpAddress, Ipv4Address, Ipv4Packet, TcpPacket};
@@ -99,6 +99,12 @@ pub struct WireConfig {
     pub corrupt_undetected: f64,
     /// Seed of this direction's PRNG.
     pub seed: u64,
+    /// The sending port emulates a NIC with IPv4/TCP checksum offload in both directions
+    /// ([`Port::checksum_offload`]): the wire completes the checksums of frames queued with
+    /// [`Port::tx_ipv4_tcp_offload`] before any fault (so corruption is still caught), and
+    /// the port checks those of the frames it receives and reports the verdict through
+    /// [`Port::rx_burst_checked`]. Default off.
+    pub checksum_offload: bool,
 }
 
 impl Default for WireConfig {
@@ -116,6 +122,7 @@ impl Default for WireConfig {
             corrupt: 0.0,
             corrupt_undetected: 0.0,
             seed: 0,
+            checksum_offload: false,
         }
     }
 }
@@ -166,6 +173,12 @@ impl WireConfig {
     /// Sets [`WireConfig::mac`].
     pub fn with_mac(mut self, mac: EthernetAddress) -> Self {
         self.mac = Some(mac);
+        self
+    }
+
+    /// Sets [`WireConfig::checksum_offload`].
+    pub fn with_checksum_offload(mut self, on: bool) -> Self {
+        self.checksum_offload = on;
         self
     }
 
@@ -280,6 +293,7 @@ impl WireConfig {
             corrupt: p(self.corrupt),
             corrupt_undetected: p(self.corrupt_undetected),
             seed: self.seed,
+            checksum_offload: self.checksum_offload,
         }
     }
 
@@ -756,6 +770,74 @@ impl Port for MemPort {
 
     fn stats(&self) -> PortStats {
         self.stats
+    }
+
+    fn checksum_offload(&self) -> ChecksumOffload {
+        let on = self.cfg.checksum_offload;
+        ChecksumOffload {
+            tx_ipv4_tcp: on,
+            rx_ipv4_tcp: on,
+        }
+    }
+
+    fn rx_burst_checked(&mut self, max: usize, f: &mut dyn FnMut(&[u8], RxChecksum)) -> usize {
+        if self.cfg.checksum_offload {
+            let (mut good, mut bad) = (0, 0);
+            let n = self.rx_burst(max, &mut |frame| {
+                let v = device_verdict(frame);
+                good += u64::from(v == RxChecksum::Good);
+                bad += u64::from(v == RxChecksum::Bad);
+                f(frame, v)
+            });
+            self.stats.rx_checksum_good += good;
+            self.stats.rx_checksum_bad += bad;
+            n
+        } else {
+            self.rx_burst(max, &mut |frame| f(frame, RxChecksum::Unknown))
+        }
+    }
+
+    fn tx_ipv4_tcp_offload(&mut self, len: usize, fill: &mut dyn FnMut(&mut [u8])) -> bool {
+        if !self.cfg.checksum_offload {
+            self.stats.tx_dropped += 1;
+            return false;
+        }
+        let queued = self.tx(len, &mut |buf| {
+            fill(buf);
+            device_completes_checksums(buf);
+        });
+        self.stats.tx_checksum_offloaded += u64::from(queued);
+        queued
+    }
+}
+
+/// What a NIC with transmit checksum offload does to an Ethernet/IPv4/TCP frame: fills the
+/// IPv4 header checksum and completes the TCP checksum from the pseudo-header sum in its
+/// field. Anything else is left alone.
+fn device_completes_checksums(frame: &mut [u8]) {
+    let Some(l) = tcp_layout(frame) else { return };
+    Ipv4Packet::new_unchecked(&mut frame[ETHERNET_HEADER_LEN..l.tcp]).fill_checksum();
+    crate::tcp::complete_tcp_offload(&mut frame[l.tcp..l.end]);
+}
+
+/// What a NIC with receive checksum offload says of a frame: Bad for an IPv4 header with a
+/// wrong checksum, Good or Bad for an unfragmented IPv4/TCP frame, Unknown for anything
+/// else (a header too damaged to parse included: software then drops it).
+fn device_verdict(frame: &[u8]) -> RxChecksum {
+    let Some(l) = tcp_layout(frame) else {
+        let ipv4 = frame.get(12..14) == Some(&[0x08, 0x00][..]);
+        return match Ipv4Packet::new_checked(&frame[ETHERNET_HEADER_LEN.min(frame.len())..]) {
+            Ok(ip) if ipv4 && !ip.verify_checksum() => RxChecksum::Bad,
+            _ => RxChecksum::Unknown,
+        };
+    };
+    let ip = Ipv4Packet::new_unchecked(&frame[ETHERNET_HEADER_LEN..l.end]);
+    if ip.verify_checksum()
+        && crate::tcp::verify_tcp(ip.src_addr(), ip.dst_addr(), &frame[l.tcp..l.end])
+    {
+        RxChecksum::Good
+    } else {
+        RxChecksum::Bad
     }
 }
 

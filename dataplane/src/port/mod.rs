@@ -7,6 +7,16 @@
 //!
 //! Backends: [`mem`] (two ports joined by a simulated wire with seeded fault injection) and,
 //! in its own crate, DPDK ethdev queues.
+//!
+//! # Checksum offload
+//!
+//! A port whose device computes and checks IPv4 and TCP checksums says so in
+//! [`Port::checksum_offload`]. The core then queues TCP frames with
+//! [`Port::tx_ipv4_tcp_offload`] (IPv4 header checksum zero, TCP checksum field holding
+//! the pseudo-header sum, as DPDK's `RTE_MBUF_F_TX_TCP_CKSUM` wants), and takes received
+//! frames with [`Port::rx_burst_checked`], skipping its own TCP checksum check for frames
+//! the device found good and dropping those it found bad. Without offload everything is
+//! computed and checked in software.
 
 pub mod mem;
 
@@ -27,6 +37,36 @@ pub struct PortStats {
     pub rx_dropped: u64,
     /// Frames the port could not transmit.
     pub tx_dropped: u64,
+    /// Frames queued with [`Port::tx_ipv4_tcp_offload`] (checksums left to the device).
+    pub tx_checksum_offloaded: u64,
+    /// Received frames whose checksums the device found right ([`RxChecksum::Good`]).
+    pub rx_checksum_good: u64,
+    /// Received frames whose checksums the device found wrong ([`RxChecksum::Bad`]).
+    pub rx_checksum_bad: u64,
+}
+
+/// The checksum work a port's device does (agreed when the port was opened).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ChecksumOffload {
+    /// The device fills the IPv4 header checksum and the TCP checksum of frames queued with
+    /// [`Port::tx_ipv4_tcp_offload`].
+    pub tx_ipv4_tcp: bool,
+    /// The device checks the IPv4 and TCP checksums of received frames and reports its
+    /// verdict through [`Port::rx_burst_checked`].
+    pub rx_ipv4_tcp: bool,
+}
+
+/// The device's verdict on the IPv4 and TCP checksums of one received frame.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
+pub enum RxChecksum {
+    /// Not checked (no offload, not IPv4/TCP, or the device could not tell): check in
+    /// software.
+    #[default]
+    Unknown,
+    /// Both checksums are right.
+    Good,
+    /// One of them is wrong: drop the frame.
+    Bad,
 }
 
 /// One receive/transmit queue pair of a network device.
@@ -48,4 +88,24 @@ pub trait Port: Send {
     fn flush(&mut self);
     /// Counters.
     fn stats(&self) -> PortStats;
+
+    /// The checksum offloads in effect. Default: none.
+    fn checksum_offload(&self) -> ChecksumOffload {
+        ChecksumOffload::default()
+    }
+
+    /// [`Port::rx_burst`] with the device's checksum verdict on each frame. Default:
+    /// every frame [`RxChecksum::Unknown`].
+    fn rx_burst_checked(&mut self, max: usize, f: &mut dyn FnMut(&[u8], RxChecksum)) -> usize {
+        self.rx_burst(max, &mut |frame| f(frame, RxChecksum::Unknown))
+    }
+
+    /// [`Port::tx`] for an Ethernet/IPv4/TCP frame (20-octet IPv4 header) whose IPv4 header
+    /// checksum `fill` leaves zero and whose TCP checksum field `fill` sets to the
+    /// pseudo-header sum: the device completes both. Only for ports whose
+    /// [`Port::checksum_offload`] has `tx_ipv4_tcp`; the default refuses (returns false).
+    fn tx_ipv4_tcp_offload(&mut self, len: usize, fill: &mut dyn FnMut(&mut [u8])) -> bool {
+        let _ = (len, fill);
+        false
+    }
 }

@@ -469,6 +469,26 @@ pub(crate) fn emit_segment(src: Ipv4Address, dst: Ipv4Address, repr: &TcpRepr, b
     checksum::fill_tcp(src, dst, buf);
 }
 
+/// Like [`emit_segment`], but with the pseudo-header sum in the checksum field instead of
+/// the checksum, for a device with TCP checksum offload to complete.
+pub(crate) fn emit_segment_offload(
+    src: Ipv4Address,
+    dst: Ipv4Address,
+    repr: &TcpRepr,
+    buf: &mut [u8],
+) {
+    let mut packet = TcpPacket::new_unchecked(&mut *buf);
+    repr.emit(
+        &mut packet,
+        &IpAddress::Ipv4(src),
+        &IpAddress::Ipv4(dst),
+        &ChecksumCapabilities::ignored(),
+    );
+    checksum::fill_tcp_pseudo_header(src, dst, buf);
+}
+
+pub(crate) use checksum::{complete_tcp_offload, verify_tcp};
+
 /// Parses a TCP segment sent from `src` to `dst`, checking its length, options and
 /// checksum. `None` for anything malformed (never panics).
 pub fn segment_from_bytes<'a>(
@@ -476,8 +496,19 @@ pub fn segment_from_bytes<'a>(
     dst: Ipv4Address,
     bytes: &'a [u8],
 ) -> Option<TcpRepr<'a>> {
+    segment_from_bytes_with(src, dst, bytes, true)
+}
+
+/// [`segment_from_bytes`] that skips the checksum when `check_checksum` is false (the
+/// device already found it right).
+pub fn segment_from_bytes_with<'a>(
+    src: Ipv4Address,
+    dst: Ipv4Address,
+    bytes: &'a [u8],
+    check_checksum: bool,
+) -> Option<TcpRepr<'a>> {
     let packet = TcpPacket::new_checked(bytes).ok()?;
-    if !checksum::verify_tcp(src, dst, bytes) {
+    if check_checksum && !checksum::verify_tcp(src, dst, bytes) {
         return None;
     }
     TcpRepr::parse(
