@@ -661,6 +661,13 @@ fn run_serve(a: ServeArgs) -> Result<bool, String> {
                 println!("listening on {paddr}:{tcp_port} ({pname})");
                 ls.push(l);
             }
+            let on = |b: bool| if b { "on" } else { "off" };
+            let o = core.checksum_offload();
+            println!(
+                "port {pname}: checksum offload tx {}, rx {}",
+                on(o.tx_ipv4_tcp),
+                on(o.rx_ipv4_tcp)
+            );
             let _ = std::io::stdout().flush();
             let mut ok = true;
             let mut n = 0u64;
@@ -688,6 +695,18 @@ fn run_serve(a: ServeArgs) -> Result<bool, String> {
                 }
                 let _ = std::io::stdout().flush();
             }
+            let s = core.port_stats();
+            println!(
+                "port {pname}: rx {} frames ({} dropped; device checksums {} good, {} bad), \
+                 tx {} frames ({} dropped; {} checksum offloaded)",
+                s.rx_frames,
+                s.rx_dropped,
+                s.rx_checksum_good,
+                s.rx_checksum_bad,
+                s.tx_frames,
+                s.tx_dropped,
+                s.tx_checksum_offloaded
+            );
             Ok(ok)
         })
         .map_err(|e| e.to_string())??;

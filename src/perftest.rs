@@ -737,7 +737,11 @@ pub fn run_client(
     let mut ctl_cfg = o.initiator.clone();
     ctl_cfg.ird = 0;
     ctl_cfg.ord = 0;
-    let p = dev.connect(&ctl.qp, server, crate::rping::with_first_fpdu_delay(&ctl_cfg));
+    let p = dev.connect(
+        &ctl.qp,
+        server,
+        crate::rping::with_first_fpdu_delay(&ctl_cfg),
+    );
     let ctl_info = wait_conn(core, &p, o.step_timeout, "connecting the control QP")?;
     let mut e = Engine {
         core,

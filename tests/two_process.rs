@@ -263,13 +263,15 @@ fn write(dir: &Path, name: &str, text: &str) -> String {
 }
 
 /// Runs every client run of every mode against a fresh server made by `server_cfg(mode)`
-/// (started in `ns`), with the client from `client_cfg` (in `ns`).
+/// (started in `ns`), with the client from `client_cfg` (in `ns`). `offload`: whether the
+/// server's device does the IPv4/TCP checksums (it must say so, and count them).
 fn exercise(
     ns: Option<&Netns>,
     dir: &Path,
     server_cfg: impl Fn(&Mode) -> String,
     client_cfg: &str,
     peer: &str,
+    offload: bool,
     after_server_start: impl Fn(),
 ) {
     let client = write(dir, "client.toml", client_cfg);
@@ -311,6 +313,25 @@ fn exercise(
         }
         let (ok, out) = srv.finish(Duration::from_secs(20));
         assert!(ok, "server of {} failed:\n{out}", mode.name);
+        let want = if offload {
+            "checksum offload tx on, rx on"
+        } else {
+            "checksum offload tx off, rx off"
+        };
+        assert!(out.contains(want), "expected {want:?}:\n{out}");
+        let counter = |key: &str| -> u64 {
+            out.lines()
+                .filter(|l| l.contains(key))
+                .filter_map(|l| l.split(key).next()?.rsplit(' ').next()?.parse().ok())
+                .next()
+                .unwrap_or_else(|| panic!("no {key:?} counter:\n{out}"))
+        };
+        let (offloaded, good) = (counter(" checksum offloaded"), counter(" good,"));
+        if offload {
+            assert!(offloaded > 1000 && good > 1000, "device checksums:\n{out}");
+        } else {
+            assert_eq!((offloaded, good), (0, 0), "{out}");
+        }
         let sessions = out.lines().filter(|l| l.contains(" wrong")).count();
         assert_eq!(sessions, runs.len(), "server sessions:\n{out}");
         for l in out.lines().filter(|l| l.starts_with("session ")) {
@@ -374,7 +395,15 @@ fn two_processes_over_af_packet_veth() {
         af_packet_port("iwA", "02:00:00:aa:00:01", "10.88.0.1"),
         lcores(0, 1)
     );
-    exercise(Some(&ns), &dir.0, server, &client, "10.88.0.2", || {});
+    exercise(
+        Some(&ns),
+        &dir.0,
+        server,
+        &client,
+        "10.88.0.2",
+        false,
+        || {},
+    );
 }
 
 #[test]
@@ -417,7 +446,15 @@ fn two_processes_over_tap_bridged_to_af_packet() {
         ns.ip(&["link", "set", "iwtap0", "master", "iwbr"]);
         ns.ip(&["link", "set", "iwtap0", "up"]);
     };
-    exercise(Some(&ns), &dir.0, server, &client, "10.89.0.2", attach);
+    exercise(
+        Some(&ns),
+        &dir.0,
+        server,
+        &client,
+        "10.89.0.2",
+        true,
+        attach,
+    );
 }
 
 #[test]
@@ -451,5 +488,5 @@ fn two_processes_over_memif() {
         port("client", "02:00:00:cc:00:01", "10.90.0.1"),
         lcores(0, 1)
     );
-    exercise(None, &dir.0, server, &client, "10.90.0.2", || {});
+    exercise(None, &dir.0, server, &client, "10.90.0.2", false, || {});
 }

@@ -257,10 +257,7 @@ fn run(name: &str, wire: WireConfig, markers: bool) -> Outcome {
         new_whole: al.new_whole_ratio(),
         rtx_whole: al.rtx_whole_ratio(),
         rtx_segments: al.rtx_whole + al.rtx_split,
-        ports: [
-            env.pair.core_a.port_stats(),
-            env.pair.core_b.port_stats(),
-        ],
+        ports: [env.pair.core_a.port_stats(), env.pair.core_b.port_stats()],
     };
     println!(
         "{name}: {} MiB in {} messages (+{} reads) in {:.2} s ({:.0} MiB/s); \

@@ -301,6 +301,11 @@ impl Core {
         self.port.stats()
     }
 
+    /// The port's checksum offloads.
+    pub fn checksum_offload(&self) -> crate::port::ChecksumOffload {
+        self.port.checksum_offload()
+    }
+
     /// Segment-alignment counters over every connection, open or closed.
     pub fn alignment(&self) -> AlignmentStats {
         let mut a = self.alignment_closed;

@@ -194,7 +194,9 @@ struct Pending {
 
 #[derive(Debug)]
 enum State {
-    WaitingReply { deadline: Option<Instant> },
+    WaitingReply {
+        deadline: Option<Instant>,
+    },
     AwaitingConfirm(Box<Pending>),
     Delaying {
         until: Instant,

@@ -54,8 +54,8 @@
 //!   [`Port::checksum_offload`](dataplane::port::Port::checksum_offload) says so. On
 //!   transmit, [`Port::tx_ipv4_tcp_offload`](dataplane::port::Port::tx_ipv4_tcp_offload)
 //!   frames carry a zero IPv4 checksum and the pseudo-header sum in the TCP field, and
-//!   the mbuf asks for `RTE_MBUF_F_TX_IPV4 | IP_CKSUM | TCP_CKSUM` with `l2_len` 14 and
-//!   `l3_len` 20. On receive, [`Port::rx_burst_checked`](dataplane::port::Port::rx_burst_checked)
+//!   the mbuf asks for `RTE_MBUF_F_TX_IPV4 | IP_CKSUM | TCP_CKSUM` with `l2_len` 14,
+//!   `l3_len` 20 and `l4_len` the TCP header's (`net_tap` needs it). On receive, [`Port::rx_burst_checked`](dataplane::port::Port::rx_burst_checked)
 //!   reports the mbuf's `RTE_MBUF_F_RX_{IP,L4}_CKSUM_*` verdict, and the core checks in
 //!   software only what the device did not. Without the offloads (`net_af_packet`,
 //!   `net_memif`) the TCP engine's software checksums are used. `net_tap` offers both

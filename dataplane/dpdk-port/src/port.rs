@@ -547,12 +547,20 @@ impl Port for DpdkPort {
             self.stats.tx_dropped += 1;
             return false;
         }
-        let Some(m) = self.tx_mbuf(len, fill) else {
+        let mut l4_len = 20u8;
+        let Some(m) = self.tx_mbuf(len, &mut |buf| {
+            fill(buf);
+            // The TCP header's length (Data Offset); at least 20.
+            l4_len = buf
+                .get(ETH_IPV4_LEN + 12)
+                .map_or(20, |o| (o >> 4) * 4)
+                .max(20);
+        }) else {
             return false;
         };
         // SAFETY: m is the mbuf just queued by tx_mbuf, still ours (not yet given to the
-        // PMD); the shim sets its ol_flags and l2_len/l3_len fields.
-        unsafe { dpdk_sys::dpdk_sys_pktmbuf_tx_ipv4_tcp_cksum(m, 14, 20) };
+        // PMD); the shim sets its ol_flags and l2_len/l3_len/l4_len fields.
+        unsafe { dpdk_sys::dpdk_sys_pktmbuf_tx_ipv4_tcp_cksum(m, 14, 20, l4_len) };
         self.stats.tx_checksum_offloaded += 1;
         true
     }

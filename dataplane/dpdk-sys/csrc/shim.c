@@ -24,19 +24,16 @@ uint16_t dpdk_sys_pktmbuf_data_len(const struct rte_mbuf *m) { return rte_pktmbu
 
 uint32_t dpdk_sys_pktmbuf_pkt_len(const struct rte_mbuf *m) { return rte_pktmbuf_pkt_len(m); }
 
-void dpdk_sys_pktmbuf_tx_ipv4_tcp_cksum(struct rte_mbuf *m, uint8_t l2_len, uint16_t l3_len)
+void dpdk_sys_pktmbuf_tx_ipv4_tcp_cksum(struct rte_mbuf *m, uint8_t l2_len, uint16_t l3_len,
+					uint8_t l4_len)
 {
 	m->ol_flags |= RTE_MBUF_F_TX_IPV4 | RTE_MBUF_F_TX_IP_CKSUM | RTE_MBUF_F_TX_TCP_CKSUM;
 	m->l2_len = l2_len;
 	m->l3_len = l3_len;
+	m->l4_len = l4_len;
 }
 
 uint64_t dpdk_sys_pktmbuf_ol_flags(const struct rte_mbuf *m) { return m->ol_flags; }
-
-uint32_t dpdk_sys_pktmbuf_l2_l3_len(const struct rte_mbuf *m)
-{
-	return ((uint32_t)m->l2_len << 16) | m->l3_len;
-}
 
 uint32_t dpdk_sys_pktmbuf_headroom(void) { return RTE_PKTMBUF_HEADROOM; }
 

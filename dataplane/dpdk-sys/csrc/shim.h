@@ -33,13 +33,13 @@ uint16_t dpdk_sys_pktmbuf_data_len(const struct rte_mbuf *m);
 uint32_t dpdk_sys_pktmbuf_pkt_len(const struct rte_mbuf *m);
 
 /* Ask for IPv4 header and TCP checksum offload on a frame of an Ethernet header of l2_len
- * octets and an IPv4 header of l3_len octets: sets RTE_MBUF_F_TX_IPV4,
- * RTE_MBUF_F_TX_IP_CKSUM and RTE_MBUF_F_TX_TCP_CKSUM and the l2_len/l3_len bit-fields. */
-void dpdk_sys_pktmbuf_tx_ipv4_tcp_cksum(struct rte_mbuf *m, uint8_t l2_len, uint16_t l3_len);
+ * octets, an IPv4 header of l3_len octets and a TCP header of l4_len octets: sets
+ * RTE_MBUF_F_TX_IPV4, RTE_MBUF_F_TX_IP_CKSUM and RTE_MBUF_F_TX_TCP_CKSUM and the
+ * l2_len/l3_len/l4_len bit-fields (net_tap needs l4_len even without TSO). */
+void dpdk_sys_pktmbuf_tx_ipv4_tcp_cksum(struct rte_mbuf *m, uint8_t l2_len, uint16_t l3_len,
+					uint8_t l4_len);
 /* The mbuf's ol_flags (the receive checksum verdicts among them). */
 uint64_t dpdk_sys_pktmbuf_ol_flags(const struct rte_mbuf *m);
-/* m->l2_len and m->l3_len, for tests. */
-uint32_t dpdk_sys_pktmbuf_l2_l3_len(const struct rte_mbuf *m);
 
 /* RTE_PKTMBUF_HEADROOM as the C compiler sees it. */
 uint32_t dpdk_sys_pktmbuf_headroom(void);

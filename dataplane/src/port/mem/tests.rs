@@ -493,13 +493,10 @@ fn ports_are_send() {
 /// zero, pseudo-header sum in the TCP field).
 fn offload_frame(payload: &[u8]) -> Vec<u8> {
     use smoltcp::wire::{
-        EthernetFrame, EthernetProtocol, EthernetRepr, IpProtocol, Ipv4Repr, TcpControl,
-        TcpRepr, TcpSeqNumber,
+        EthernetFrame, EthernetProtocol, EthernetRepr, IpProtocol, Ipv4Repr, TcpControl, TcpRepr,
+        TcpSeqNumber,
     };
-    let (src, dst) = (
-        Ipv4Address::new(10, 0, 0, 1),
-        Ipv4Address::new(10, 0, 0, 2),
-    );
+    let (src, dst) = (Ipv4Address::new(10, 0, 0, 1), Ipv4Address::new(10, 0, 0, 2));
     let tcp = TcpRepr {
         src_port: 1000,
         dst_port: 2000,
@@ -550,7 +547,11 @@ fn checksum_offload_emulation_completes_and_checks_checksums() {
     // The wire filled in real checksums, as a NIC would.
     let ip = Ipv4Packet::new_checked(&f[14..]).unwrap();
     assert!(ip.verify_checksum());
-    assert!(crate::tcp::verify_tcp(ip.src_addr(), ip.dst_addr(), &f[34..]));
+    assert!(crate::tcp::verify_tcp(
+        ip.src_addr(),
+        ip.dst_addr(),
+        &f[34..]
+    ));
     assert_eq!(&f[54..], b"some payload");
     assert_eq!(a.stats().tx_checksum_offloaded, 1);
     assert_eq!(b.stats().rx_checksum_good, 1);
