@@ -17,6 +17,7 @@
 set -uo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 PEER=${SIWPEER_DIR:-$ROOT/../shared/peer}
+[ -x "$PEER/up.sh" ] || [ -n "${SIWPEER_DIR:-}" ] || PEER=/work/shared/peer
 NETNS=${SIWPEER_NETNS:-siwpeer}
 CFG=$ROOT/config/siw-peer.toml
 IWARP=$ROOT/target/debug/iwarp

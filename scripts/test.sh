@@ -60,6 +60,19 @@ for t in write-lat read-lat send-lat; do
   cargo run --release --quiet -- bench "$t" -s 8 -n 2000
 done
 
+step "interoperability with Linux siw (QEMU guest; its image is built once, about 5 min)"
+# rping, perftest -R, the raw MPA probe and IRD/ORD negotiation against Linux soft-iWARP, in
+# both directions (scripts/interop-siw.sh). Needs root and the peer harness (../shared/peer);
+# SKIP_INTEROP=1 skips it outside CI.
+if [ "${SKIP_INTEROP:-0}" = 1 ] && [ "${CI:-}" != true ]; then
+  echo "skipped (SKIP_INTEROP=1)"
+elif [ "$(id -u)" != 0 ]; then
+  if [ "${CI:-}" = true ]; then echo "CI must run as root: the siw interop needs it" >&2; exit 1; fi
+  echo "skipped: needs root"
+else
+  scripts/interop-siw.sh
+fi
+
 step "cargo doc (no broken links, every public item documented)"
 RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps --quiet
 

@@ -224,10 +224,11 @@ pub fn open(cfg: &Config, port: usize) -> Result<Node, DeployError> {
         .ports
         .get(port)
         .ok_or_else(|| DeployError::Select(format!("no port {port}")))?;
-    let pcfg = PortConfig::from_ports(&cfg.ports)
+    let mut pcfg = PortConfig::from_ports(&cfg.ports)
         .swap_remove(port)
         .ok_or_else(|| DeployError::Select(format!("port {:?} has no DPDK device", p.name)))?;
     let eal = Eal::init(&cfg.eal_argv()).map_err(|e| DeployError::Dpdk(e.to_string()))?;
+    pcfg.link_timeout = cfg.control.link_timeout.0;
     let dpdk = DpdkPort::open(&eal, &pcfg).map_err(|e| DeployError::Dpdk(e.to_string()))?;
     let mtu = dpdk.mtu();
     let core_cfg = CoreConfig {

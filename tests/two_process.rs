@@ -291,7 +291,8 @@ fn exercise(
                 attempt += 1;
                 let (ok, out) = Proc::spawn(ns, &args).finish(Duration::from_secs(60));
                 // A memif client whose socket connect races the server's cleanup of the
-                // previous client fails at start, before any traffic: start it again.
+                // previous client fails at start, before any traffic (DPDK 22.11's memif
+                // cannot retry within the process): start it again.
                 if !ok && attempt < 4 && out.contains("memif_connect_client(): Failed to connect") {
                     std::thread::sleep(Duration::from_millis(500));
                     continue;

@@ -1,5 +1,7 @@
 //! [`PortConfig`]: what [`DpdkPort::open`](crate::DpdkPort::open) needs to know.
 
+use std::time::Duration;
+
 use crate::error::DpdkError;
 
 /// Default [`PortConfig::mtu`].
@@ -15,6 +17,9 @@ pub const RX_BURST: usize = 32;
 /// Most frames [`Port::tx`](dataplane::port::Port::tx) queues before a flush (fewer when
 /// the transmit ring is smaller).
 pub const TX_PENDING: usize = 256;
+/// Default [`PortConfig::link_timeout`].
+pub const DEFAULT_LINK_TIMEOUT: Duration = Duration::from_secs(10);
+
 /// Largest per-lcore mempool cache used.
 pub(crate) const MEMPOOL_CACHE: u32 = 256;
 
@@ -48,6 +53,12 @@ pub struct PortConfig {
     /// offers both (`RTE_ETH_TX_OFFLOAD_IPV4_CKSUM | TCP_CKSUM`, and the same for
     /// receive); software checksums otherwise. Default true.
     pub checksum_offload: bool,
+    /// How long [`DpdkPort::open`](crate::DpdkPort::open) waits for the link to come up
+    /// after starting the device. Default 10 s.
+    pub link_timeout: Duration,
+    /// Wait for the link to be up before returning from `open`. Default true; off for a
+    /// memif server, whose link comes up only when a client connects.
+    pub wait_for_link: bool,
 }
 
 impl PortConfig {
@@ -63,6 +74,8 @@ impl PortConfig {
             mac: None,
             software_mac: false,
             checksum_offload: true,
+            link_timeout: DEFAULT_LINK_TIMEOUT,
+            wait_for_link: true,
         }
     }
 
@@ -81,6 +94,10 @@ impl PortConfig {
             mac: port.mac.map(|m| m.0),
             software_mac: port.driver == appconfig::Driver::Tap,
             checksum_offload: port.checksum_offload,
+            link_timeout: DEFAULT_LINK_TIMEOUT,
+            // DPDK's memif role defaults to server.
+            wait_for_link: !(port.driver == appconfig::Driver::Memif
+                && port.role != Some(appconfig::MemifRole::Client)),
         }
     }
 

@@ -5,6 +5,7 @@ use std::fmt;
 use std::ptr;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 use dataplane::port::{ChecksumOffload, Port, PortStats, RxChecksum};
 use dpdk_sys::{rte_mbuf, rte_mempool};
@@ -27,6 +28,36 @@ const TX_CKSUM: u64 =
 /// Receive offloads used for checksums: the IPv4 header's and TCP's.
 const RX_CKSUM: u64 =
     dpdk_sys::RTE_ETH_RX_OFFLOAD_IPV4_CKSUM | dpdk_sys::RTE_ETH_RX_OFFLOAD_TCP_CKSUM;
+/// Pause between link status reads.
+const LINK_POLL: Duration = Duration::from_millis(10);
+
+/// Waits until the started device `port_id` reports its link up, or `deadline`.
+fn wait_for_link(
+    port_id: u16,
+    dev: &str,
+    deadline: Instant,
+    timeout: Duration,
+) -> Result<(), DpdkError> {
+    loop {
+        let mut link = dpdk_sys::rte_eth_link::default();
+        // SAFETY: started port; link is a live local the call fills in.
+        check("rte_eth_link_get_nowait", dev, unsafe {
+            dpdk_sys::rte_eth_link_get_nowait(port_id, &mut link)
+        })?;
+        if link.link_status() == 1 {
+            return Ok(());
+        }
+        if Instant::now() >= deadline {
+            return Err(DpdkError::invalid(
+                "rte_eth_link_get_nowait",
+                dev,
+                format!("link still down after the link timeout of {timeout:?}"),
+            ));
+        }
+        std::thread::sleep(LINK_POLL);
+    }
+}
+
 /// Ethernet and (option-less) IPv4 headers.
 const ETH_IPV4_LEN: usize = 14 + 20;
 
@@ -357,15 +388,30 @@ impl DpdkPort {
         check("rte_eth_tx_queue_setup", dev, unsafe {
             dpdk_sys::rte_eth_tx_queue_setup(port_id, 0, nb_tx, qsocket, ptr::null())
         })?;
+        // No retry on failure: DPDK 22.11's memif client, whose start fails when its
+        // server is not listening, never completes the handshake after a later start that
+        // connects (tried); a new process must try again.
+        let deadline = Instant::now() + cfg.link_timeout;
         // SAFETY: queues set up.
-        check("rte_eth_dev_start", dev, unsafe {
-            dpdk_sys::rte_eth_dev_start(port_id)
-        })?;
+        let ret = unsafe { dpdk_sys::rte_eth_dev_start(port_id) };
+        if ret < 0 {
+            let hint = if driver == "net_memif" {
+                " (a memif client: is its server listening on the socket?)"
+            } else {
+                ""
+            };
+            let mut e = DpdkError::from_ret("rte_eth_dev_start", dev, ret);
+            e.message.push_str(hint);
+            return Err(e);
+        }
         if promiscuous {
             // SAFETY: started port.
             check("rte_eth_promiscuous_enable", dev, unsafe {
                 dpdk_sys::rte_eth_promiscuous_enable(port_id)
             })?;
+        }
+        if cfg.wait_for_link {
+            wait_for_link(port_id, dev, deadline, cfg.link_timeout)?;
         }
         let mut addr = dpdk_sys::rte_ether_addr::default();
         // SAFETY: valid port; addr is a live local.
