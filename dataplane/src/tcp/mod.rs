@@ -459,14 +459,18 @@ pub fn segment_to_bytes(tuple: &FourTuple, repr: &TcpRepr, out: &mut Vec<u8>) {
 /// Writes `repr` as a TCP segment from `src` to `dst` into `buf` (exactly
 /// `repr.buffer_len()` octets), checksum included.
 pub(crate) fn emit_segment(src: Ipv4Address, dst: Ipv4Address, repr: &TcpRepr, buf: &mut [u8]) {
-    let mut packet = TcpPacket::new_unchecked(&mut *buf);
+    emit_without_checksum(src, dst, repr, buf);
+    checksum::fill_tcp(src, dst, buf);
+}
+
+/// Writes `repr` into `buf`, leaving the checksum field to the caller.
+fn emit_without_checksum(src: Ipv4Address, dst: Ipv4Address, repr: &TcpRepr, buf: &mut [u8]) {
     repr.emit(
-        &mut packet,
+        &mut TcpPacket::new_unchecked(&mut *buf),
         &IpAddress::Ipv4(src),
         &IpAddress::Ipv4(dst),
         &ChecksumCapabilities::ignored(),
     );
-    checksum::fill_tcp(src, dst, buf);
 }
 
 /// Like [`emit_segment`], but with the pseudo-header sum in the checksum field instead of
@@ -477,13 +481,7 @@ pub(crate) fn emit_segment_offload(
     repr: &TcpRepr,
     buf: &mut [u8],
 ) {
-    let mut packet = TcpPacket::new_unchecked(&mut *buf);
-    repr.emit(
-        &mut packet,
-        &IpAddress::Ipv4(src),
-        &IpAddress::Ipv4(dst),
-        &ChecksumCapabilities::ignored(),
-    );
+    emit_without_checksum(src, dst, repr, buf);
     checksum::fill_tcp_pseudo_header(src, dst, buf);
 }
 
