@@ -651,6 +651,7 @@ fn run_serve(a: ServeArgs) -> Result<bool, String> {
     }
     let node = iwarp::deploy::open(&cfg, port).map_err(|e| e.to_string())?;
     let count = a.count;
+    let memif = cfg.ports[port].driver == appconfig::Driver::Memif;
     let ok = node
         .run(move |dev, mut core| -> Result<bool, String> {
             let mut ls = Vec::new();
@@ -675,6 +676,10 @@ fn run_serve(a: ServeArgs) -> Result<bool, String> {
                 let (c, r) = iwarp::bench::serve_session(&dev, core, &ls, None);
                 core = c;
                 n += 1;
+                if memif && matches!(r, Ok(Some(_))) {
+                    // The client exits now: let DPDK's memif tear down unpolled.
+                    iwarp::deploy::quiesce_memif(&core, iwarp::deploy::MEMIF_QUIESCE);
+                }
                 match r {
                     Ok(Some(s)) => {
                         let verb = s.hello.test.name();

@@ -299,7 +299,14 @@ fn exercise(
                 }
                 break (ok, out);
             };
-            assert!(ok, "{} / {test} {flags:?} failed:\n{out}", mode.name);
+            if !ok {
+                // The server's side of the story (it may have died).
+                let (_, server_out) = srv.finish(Duration::from_millis(500));
+                panic!(
+                    "{} / {test} {flags:?} failed:\n{out}\n--- server:\n{server_out}",
+                    mode.name
+                );
+            }
             let lines: Vec<&str> = out.lines().collect();
             let from = lines.iter().position(|l| *l == "{");
             let to = lines.iter().rposition(|l| *l == "}");

@@ -301,6 +301,11 @@ impl Core {
         self.port.stats()
     }
 
+    /// Whether the port's link is up, if the port knows ([`Port::link_up`]).
+    pub fn link_up(&self) -> Option<bool> {
+        self.port.link_up()
+    }
+
     /// The port's checksum offloads.
     pub fn checksum_offload(&self) -> crate::port::ChecksumOffload {
         self.port.checksum_offload()

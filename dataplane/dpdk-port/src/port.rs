@@ -588,6 +588,13 @@ impl Port for DpdkPort {
         self.offload
     }
 
+    fn link_up(&self) -> Option<bool> {
+        let mut link = dpdk_sys::rte_eth_link::default();
+        // SAFETY: open port; link is a live local the call fills in.
+        let ret = unsafe { dpdk_sys::rte_eth_link_get_nowait(self.port_id, &mut link) };
+        (ret == 0).then(|| link.link_status() == 1)
+    }
+
     fn tx_ipv4_tcp_offload(&mut self, len: usize, fill: &mut dyn FnMut(&mut [u8])) -> bool {
         if !self.offload.tx_ipv4_tcp || len < ETH_IPV4_LEN {
             self.stats.tx_dropped += 1;

@@ -89,6 +89,12 @@ pub trait Port: Send {
     /// Counters.
     fn stats(&self) -> PortStats;
 
+    /// Whether the link is up, if the port knows (a DPDK device); `None` otherwise (the
+    /// default).
+    fn link_up(&self) -> Option<bool> {
+        None
+    }
+
     /// The checksum offloads in effect. Default: none.
     fn checksum_offload(&self) -> ChecksumOffload {
         ChecksumOffload::default()
