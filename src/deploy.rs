@@ -192,7 +192,7 @@ const MEMIF_TEARDOWN: Duration = Duration::from_millis(50);
 
 /// Keeps `core` from polling while a memif peer is expected to disconnect (a bench
 /// client exits after its session): until the port's link goes down, plus
-/// [`MEMIF_TEARDOWN`], or at most `max`.
+/// 50 ms, or at most `max`.
 ///
 /// DPDK 22.11's memif PMD handles a peer's disconnect in the EAL interrupt thread: it
 /// marks the link down and unmaps the shared rings and buffers (`memif_disconnect`,
