@@ -248,6 +248,14 @@ fn cases() -> Vec<Case> {
             Semantic,
         ),
         case(
+            "first_fpdu_delay too long",
+            append("[mpa]\nfirst_fpdu_delay = \"11s\"\n"),
+            17,
+            "mpa.first_fpdu_delay",
+            "11s is out of range: 0ms..=10s",
+            Semantic,
+        ),
+        case(
             "max_private_data too big",
             append("[mpa]\nmax_private_data = 513\n"),
             17,

@@ -18,11 +18,12 @@
 //!
 //! [`DpdkPort::open`] finds the device by name (`rte_eth_dev_get_port_by_name`), creates
 //! a pktmbuf mempool of [`PortConfig::mempool_size`] mbufs for it, configures one receive
-//! and one transmit queue with no offloads and the MTU (`rxmode.mtu`, then
-//! `rte_eth_dev_set_mtu`; `ENOTSUP` from the latter is accepted), programs a MAC
-//! override with `rte_eth_dev_default_mac_addr_set` (when the device refuses, the port
-//! uses the override anyway and turns promiscuous mode on), starts the device and reads
-//! its MAC. Ring sizes go through `rte_eth_dev_adjust_nb_rx_tx_desc`. A device is
+//! and one transmit queue with the checksum offloads (see mbuf handling) and the MTU
+//! (`rxmode.mtu`, then `rte_eth_dev_set_mtu`; `ENOTSUP` from the latter is accepted),
+//! programs a MAC override with `rte_eth_dev_default_mac_addr_set` (when the device
+//! refuses, the port uses the override anyway and turns promiscuous mode on), starts the
+//! device, waits up to [`PortConfig::link_timeout`] for its link (unless
+//! [`PortConfig::wait_for_link`] is off: a memif server) and reads its MAC. Ring sizes go through `rte_eth_dev_adjust_nb_rx_tx_desc`. A device is
 //! opened at most once per process; dropping the port stops and closes the device
 //! (DPDK then releases a virtual device: it cannot be opened again) and frees the pool.
 //!
@@ -55,9 +56,10 @@
 //!   transmit, [`Port::tx_ipv4_tcp_offload`](dataplane::port::Port::tx_ipv4_tcp_offload)
 //!   frames carry a zero IPv4 checksum and the pseudo-header sum in the TCP field, and
 //!   the mbuf asks for `RTE_MBUF_F_TX_IPV4 | IP_CKSUM | TCP_CKSUM` with `l2_len` 14,
-//!   `l3_len` 20 and `l4_len` the TCP header's (`net_tap` needs it). On receive, [`Port::rx_burst_checked`](dataplane::port::Port::rx_burst_checked)
-//!   reports the mbuf's `RTE_MBUF_F_RX_{IP,L4}_CKSUM_*` verdict, and the core checks in
-//!   software only what the device did not. Without the offloads (`net_af_packet`,
+//!   `l3_len` 20 and `l4_len` the TCP header's (`net_tap` needs it). On receive,
+//!   [`Port::rx_burst_checked`](dataplane::port::Port::rx_burst_checked) reports the
+//!   mbuf's `RTE_MBUF_F_RX_{IP,L4}_CKSUM_*` verdict, and the core checks in software
+//!   only what the device did not. Without the offloads (`net_af_packet`,
 //!   `net_memif`) the TCP engine's software checksums are used. `net_tap` offers both
 //!   (its PMD computes them in software, so there is no gain, only the same path as a
 //!   NIC's).
@@ -92,8 +94,9 @@
 //! reports a 1518-octet maximum frame, so ethdev refuses MTUs above 1500 on it: the
 //! MTU 9000 run checks that [`DpdkPort::open`] says so clearly (and that the device
 //! still opens at 1500 afterwards). The multi-segment receive path is not exercised
-//! (af_packet never chains). Other PMDs (`net_tap`, `net_memif`, PCI NICs) go through
-//! the same generic ethdev calls but have not been run here.
+//! (af_packet never chains). `net_tap` (with checksum offload) and `net_memif` are run by
+//! the workspace's two-process tests (`tests/two_process.rs`); PCI NICs go through the
+//! same generic ethdev calls but have not been run here.
 
 mod config;
 mod eal;

@@ -28,6 +28,9 @@ const TX_CKSUM: u64 =
 /// Receive offloads used for checksums: the IPv4 header's and TCP's.
 const RX_CKSUM: u64 =
     dpdk_sys::RTE_ETH_RX_OFFLOAD_IPV4_CKSUM | dpdk_sys::RTE_ETH_RX_OFFLOAD_TCP_CKSUM;
+/// Ethernet and (option-less) IPv4 headers.
+const ETH_IPV4_LEN: usize = 14 + 20;
+
 /// Pause between link status reads.
 const LINK_POLL: Duration = Duration::from_millis(10);
 
@@ -57,9 +60,6 @@ fn wait_for_link(
         std::thread::sleep(LINK_POLL);
     }
 }
-
-/// Ethernet and (option-less) IPv4 headers.
-const ETH_IPV4_LEN: usize = 14 + 20;
 
 /// The checksum offloads to use on a device with these capabilities: each direction
 /// where it offers both the IPv4 header and the TCP checksum.
