@@ -198,6 +198,12 @@ pub struct Port {
     /// in software. Default true.
     #[serde(default = "yes")]
     pub checksum_offload: bool,
+    /// Transmit each TCP segment's payload straight from the send queue, as a buffer
+    /// chained after the headers' (DPDK `MULTI_SEGS`), instead of copying it into the
+    /// frame, on devices that take such frames and move them with the CPU (`af_packet`,
+    /// `tap`, `memif`); other devices, or `false`, copy. Default true.
+    #[serde(default = "yes")]
+    pub tx_zero_copy: bool,
 }
 
 fn default_mtu() -> u16 {

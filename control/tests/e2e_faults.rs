@@ -303,10 +303,26 @@ macro_rules! fault_test {
                     );
                     assert!(s.rx_checksum_good > 0, "{side}: no device verdict");
                 }
+                if $wire.corrupt > 0.0 {
+                    assert!(
+                        o.ports.iter().map(|s| s.rx_checksum_bad).sum::<u64>() > 0,
+                        "corruption never reached a device check"
+                    );
+                }
+            }
+            // With an emulated zero-copy device, A's full-size FPDUs (the Writes) went
+            // out without a copy, read by the device only when the frame was received (or
+            // on a faulty wire, when queued), and B's Read Responses did too.
+            if $wire.zero_copy {
+                let [a, b] = &o.ports;
+                let full_frames = o.octets / ($wire.mtu as u64);
                 assert!(
-                    o.ports.iter().map(|s| s.rx_checksum_bad).sum::<u64>() > 0,
-                    "corruption never reached a device check"
+                    a.tx_zero_copy >= full_frames * 9 / 10,
+                    "A: {} zero-copy frames for {} octets: {a:?}",
+                    a.tx_zero_copy,
+                    o.octets
                 );
+                assert!(b.tx_zero_copy > 0, "B: {b:?}");
             }
             assert!(
                 o.new_whole >= $min_whole,
@@ -333,6 +349,12 @@ fault_test! {
     corruption_caught_by_checksum_offload: WireConfig {
         corrupt: 0.01, checksum_offload: true, ..wire(11)
     }, false, 0.99, true;
+    zero_copy_delayed: WireConfig {
+        zero_copy: true, delay: std::time::Duration::from_micros(50), ..wire(12)
+    }, false, 0.99, false;
+    zero_copy_offload_loss_markers: WireConfig {
+        zero_copy: true, checksum_offload: true, loss: 0.01, ..wire(13)
+    }, true, 0.99, true;
     everything_at_once: WireConfig {
         loss: 0.01, reorder: 0.01, duplicate: 0.01, resegment: 0.05, corrupt: 0.005, ..wire(10)
     }, true, 0.99, true;

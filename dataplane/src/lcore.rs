@@ -707,14 +707,20 @@ impl Core {
         if c.tcp.poll_at().is_some_and(|t| t <= now) {
             let tuple = *c.tcp.tuple();
             let room = self.port.tx_room();
+            let share = self.port.tx_zero_copy_capable();
             let net = &mut self.net;
             let port = &mut *self.port;
             let stats = &mut self.stats;
-            work += c.tcp.poll_transmit_burst(now, room, |repr, _| {
-                if net.send_tcp(now, port, &tuple, repr).is_err() {
-                    stats.tx_failures += 1;
-                }
-            });
+            work += c
+                .tcp
+                .poll_transmit_records(now, room, share, |repr, record| {
+                    if net
+                        .send_tcp_record(now, port, &tuple, repr, record)
+                        .is_err()
+                    {
+                        stats.tx_failures += 1;
+                    }
+                });
         }
 
         if c.gone {

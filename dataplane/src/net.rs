@@ -40,7 +40,7 @@
 //! TCP engine's retransmission timer sends it again. Frames are not padded to 60 octets
 //! (NICs pad short frames).
 
-use crate::port::Port;
+use crate::port::{Port, TxPayload, ZERO_COPY_MIN_PAYLOAD};
 use crate::tcp::FourTuple;
 use smoltcp::phy::ChecksumCapabilities;
 use smoltcp::time::{Duration, Instant};
@@ -349,7 +349,24 @@ impl Net {
         tuple: &FourTuple,
         repr: &TcpRepr,
     ) -> Result<(), SendTcpError> {
-        let r = self.try_send_tcp(now, port, tuple, repr);
+        self.send_tcp_record(now, port, tuple, repr, None)
+    }
+
+    /// [`Net::send_tcp`] for a segment whose payload `record` holds (see
+    /// [`Connection::poll_transmit_records`](crate::tcp::Connection::poll_transmit_records)):
+    /// on a port with [`Port::tx_zero_copy_capable`] the frame is queued as the headers
+    /// followed by the payload referenced in the record, not copied, when the payload is
+    /// at least [`ZERO_COPY_MIN_PAYLOAD`] octets and of even length. Otherwise, or with
+    /// `None`, the frame is written whole as by `send_tcp`.
+    pub fn send_tcp_record(
+        &mut self,
+        now: Instant,
+        port: &mut dyn Port,
+        tuple: &FourTuple,
+        repr: &TcpRepr,
+        record: Option<TxPayload<'_>>,
+    ) -> Result<(), SendTcpError> {
+        let r = self.try_send_tcp(now, port, tuple, repr, record);
         match r {
             Ok(()) => self.stats.tx_tcp += 1,
             Err(SendTcpError::Unresolved) => self.stats.tx_unresolved += 1,
@@ -364,6 +381,7 @@ impl Net {
         port: &mut dyn Port,
         tuple: &FourTuple,
         repr: &TcpRepr,
+        record: Option<TxPayload<'_>>,
     ) -> Result<(), SendTcpError> {
         if tuple.local_addr != self.cfg.addr {
             return Err(SendTcpError::BadSource);
@@ -392,7 +410,36 @@ impl Net {
             hop_limit: TTL,
         };
         let (src, dst) = (tuple.local_addr, tuple.remote_addr);
-        let sent = if port.checksum_offload().tx_ipv4_tcp {
+        let offload = port.checksum_offload().tx_ipv4_tcp;
+        let zero_copy = record.filter(|p| {
+            p.len >= ZERO_COPY_MIN_PAYLOAD
+                && p.len % 2 == 0
+                && std::ptr::eq(p.bytes(), repr.payload)
+                && port.tx_zero_copy_capable()
+        });
+        let sent = if let Some(payload) = zero_copy {
+            let header_len = ETH_LEN + IPV4_LEN + repr.header_len();
+            let caps = if offload {
+                ChecksumCapabilities::ignored()
+            } else {
+                ChecksumCapabilities::default()
+            };
+            port.tx_zero_copy(header_len, payload, offload, &mut |buf: &mut [u8]| {
+                eth.emit(&mut EthernetFrame::new_unchecked(&mut *buf));
+                ip.emit(
+                    &mut Ipv4Packet::new_unchecked(&mut buf[ETH_LEN..ETH_LEN + IPV4_LEN]),
+                    &caps,
+                );
+                crate::tcp::emit_segment_header(
+                    src,
+                    dst,
+                    repr,
+                    repr.payload,
+                    offload,
+                    &mut buf[ETH_LEN + IPV4_LEN..],
+                );
+            })
+        } else if offload {
             // The device fills both checksums: IPv4's left zero, TCP's field holds the
             // pseudo-header sum.
             let caps = ChecksumCapabilities::ignored();

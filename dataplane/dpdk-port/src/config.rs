@@ -59,6 +59,11 @@ pub struct PortConfig {
     /// Wait for the link to be up before returning from `open`. Default true; off for a
     /// memif server, whose link comes up only when a client connects.
     pub wait_for_link: bool,
+    /// Transmit segment payloads from the TCP send queue's records without copying them
+    /// (an mbuf attached to the record as an external buffer, chained after the header
+    /// mbuf) when the device takes multi-segment frames and is one of
+    /// [`CPU_COPY_DRIVERS`](crate::port::CPU_COPY_DRIVERS). Default true.
+    pub tx_zero_copy: bool,
 }
 
 impl PortConfig {
@@ -76,6 +81,7 @@ impl PortConfig {
             checksum_offload: true,
             link_timeout: DEFAULT_LINK_TIMEOUT,
             wait_for_link: true,
+            tx_zero_copy: true,
         }
     }
 
@@ -98,6 +104,7 @@ impl PortConfig {
             // DPDK's memif role defaults to server.
             wait_for_link: !(port.driver == appconfig::Driver::Memif
                 && port.role != Some(appconfig::MemifRole::Client)),
+            tx_zero_copy: port.tx_zero_copy,
         }
     }
 

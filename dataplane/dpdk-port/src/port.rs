@@ -7,7 +7,8 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use dataplane::port::{ChecksumOffload, Port, PortStats, RxChecksum};
+use dataplane::port::{ChecksumOffload, Port, PortStats, RxChecksum, TxPayload};
+use dataplane::tcp::SharedRecord;
 use dpdk_sys::{rte_mbuf, rte_mempool};
 use smoltcp::wire::EthernetAddress;
 
@@ -30,6 +31,43 @@ const RX_CKSUM: u64 =
     dpdk_sys::RTE_ETH_RX_OFFLOAD_IPV4_CKSUM | dpdk_sys::RTE_ETH_RX_OFFLOAD_TCP_CKSUM;
 /// Ethernet and (option-less) IPv4 headers.
 const ETH_IPV4_LEN: usize = 14 + 20;
+
+/// Drivers that move frames with the CPU (copy them into a kernel ring, a socket or
+/// shared memory) rather than by DMA: they can read a payload anywhere in the process, so
+/// zero-copy transmit needs no DMA-mapped memory on them.
+pub const CPU_COPY_DRIVERS: &[&str] = &["net_af_packet", "net_tap", "net_memif", "net_null"];
+
+/// DPDK's `RTE_BAD_IOVA`.
+const BAD_IOVA: u64 = u64::MAX;
+
+/// Whether to transmit payloads without copying ([`Port::tx_zero_copy`]) on a device with
+/// driver `driver` and transmit capabilities `tx_capa`, when the configuration `wanted`
+/// it: the device must take multi-segment frames and be one of [`CPU_COPY_DRIVERS`].
+/// (A DMA device would need the send queue's records in DMA-mapped memory, which they are
+/// not: they live on the Rust heap.)
+pub(crate) fn zero_copy_of(wanted: bool, driver: &str, tx_capa: u64) -> bool {
+    wanted
+        && tx_capa & dpdk_sys::RTE_ETH_TX_OFFLOAD_MULTI_SEGS != 0
+        && CPU_COPY_DRIVERS.contains(&driver)
+}
+
+/// What keeps a record alive while an mbuf refers to it: the external buffer's shared
+/// info, whose free callback ([`release_record`]) drops this box and the record clone in
+/// it.
+#[repr(C)]
+struct ExtHold {
+    shinfo: dpdk_sys::rte_mbuf_ext_shared_info,
+    _record: SharedRecord,
+}
+
+/// `rte_mbuf_extbuf_free_callback_t` of [`ExtHold`]: called by DPDK once the last mbuf
+/// attached to the payload is freed (by the PMD after transmitting it, or by us).
+unsafe extern "C" fn release_record(_addr: *mut std::ffi::c_void, opaque: *mut std::ffi::c_void) {
+    // SAFETY: `opaque` is the `Box<ExtHold>` leaked by `DpdkPort::tx_zero_copy` for one
+    // mbuf, whose shared info has refcnt 1 (nothing else attaches to it): DPDK calls this
+    // exactly once, after which it reads nothing of the shared info.
+    drop(unsafe { Box::from_raw(opaque.cast::<ExtHold>()) });
+}
 
 /// Pause between link status reads.
 const LINK_POLL: Duration = Duration::from_millis(10);
@@ -137,6 +175,10 @@ pub struct DpdkPort {
     promiscuous: bool,
     tx_offload_capa: u64,
     offload: ChecksumOffload,
+    /// [`Port::tx_zero_copy`] is used.
+    zero_copy: bool,
+    /// EAL runs in IOVA-as-VA mode (an external buffer's IOVA is its address).
+    iova_va: bool,
     /// Frames queued by `tx`, sent by `flush`; never above `pending_cap`.
     pending: Vec<*mut rte_mbuf>,
     pending_cap: usize,
@@ -310,6 +352,10 @@ impl DpdkPort {
         if offload.tx_ipv4_tcp {
             conf.txmode.offloads = TX_CKSUM;
         }
+        let zero_copy = zero_copy_of(cfg.tx_zero_copy, &driver, info.tx_offload_capa);
+        if zero_copy {
+            conf.txmode.offloads |= dpdk_sys::RTE_ETH_TX_OFFLOAD_MULTI_SEGS;
+        }
         if offload.rx_ipv4_tcp {
             conf.rxmode.offloads = RX_CKSUM;
         }
@@ -443,6 +489,9 @@ impl DpdkPort {
             promiscuous,
             tx_offload_capa: info.tx_offload_capa,
             offload,
+            zero_copy,
+            // SAFETY: EAL is initialised.
+            iova_va: unsafe { dpdk_sys::rte_eal_iova_mode() } == dpdk_sys::RTE_IOVA_VA,
             pending: Vec::with_capacity(pending_cap),
             pending_cap,
             rx: [ptr::null_mut(); RX_BURST],
@@ -506,8 +555,9 @@ impl DpdkPort {
         Some(m)
     }
 
-    /// The device's transmit offload capabilities (`RTE_ETH_TX_OFFLOAD_*`); of them only
-    /// the checksum ones are used ([`Port::checksum_offload`]).
+    /// The device's transmit offload capabilities (`RTE_ETH_TX_OFFLOAD_*`); of them the
+    /// checksum ones ([`Port::checksum_offload`]) and `MULTI_SEGS` (zero-copy transmit,
+    /// [`Port::tx_zero_copy_capable`]) are used.
     pub fn tx_offload_capa(&self) -> u64 {
         self.tx_offload_capa
     }
@@ -559,6 +609,15 @@ impl Drop for RxBatch<'_> {
     }
 }
 
+/// The TCP header length (Data Offset) of an Ethernet/IPv4/TCP frame's first octets; at
+/// least 20.
+fn tcp_header_len(frame: &[u8]) -> u8 {
+    frame
+        .get(ETH_IPV4_LEN + 12)
+        .map_or(20, |o| (o >> 4) * 4)
+        .max(20)
+}
+
 /// Frees one mbuf when dropped unless disarmed (a panicking `fill`).
 struct MbufGuard(*mut rte_mbuf);
 
@@ -603,11 +662,7 @@ impl Port for DpdkPort {
         let mut l4_len = 20u8;
         let Some(m) = self.tx_mbuf(len, &mut |buf| {
             fill(buf);
-            // The TCP header's length (Data Offset); at least 20.
-            l4_len = buf
-                .get(ETH_IPV4_LEN + 12)
-                .map_or(20, |o| (o >> 4) * 4)
-                .max(20);
+            l4_len = tcp_header_len(buf);
         }) else {
             return false;
         };
@@ -615,6 +670,108 @@ impl Port for DpdkPort {
         // PMD); the shim sets its ol_flags and l2_len/l3_len/l4_len fields.
         unsafe { dpdk_sys::dpdk_sys_pktmbuf_tx_ipv4_tcp_cksum(m, 14, 20, l4_len) };
         self.stats.tx_checksum_offloaded += 1;
+        true
+    }
+
+    fn tx_zero_copy_capable(&self) -> bool {
+        self.zero_copy
+    }
+
+    fn tx_zero_copy(
+        &mut self,
+        header_len: usize,
+        payload: TxPayload<'_>,
+        offload: bool,
+        fill: &mut dyn FnMut(&mut [u8]),
+    ) -> bool {
+        let bytes = payload.bytes();
+        let len = header_len.saturating_add(bytes.len());
+        if !self.zero_copy
+            || (offload && !self.offload.tx_ipv4_tcp)
+            || header_len < ETH_IPV4_LEN + 20
+            || header_len % 2 != 0
+            || bytes.is_empty()
+            || bytes.len() != payload.len
+            || bytes.len() % 2 != 0
+            || len > self.max_frame
+            || self.pending.len() >= self.pending_cap
+        {
+            self.stats.tx_dropped += 1;
+            return false;
+        }
+        // SAFETY: self.pool is the port's live pktmbuf pool.
+        let (head, tail) = unsafe {
+            (
+                dpdk_sys::rte_pktmbuf_alloc(self.pool),
+                dpdk_sys::rte_pktmbuf_alloc(self.pool),
+            )
+        };
+        let mut head_guard = MbufGuard(head);
+        let mut tail_guard = MbufGuard(tail);
+        if head.is_null() || tail.is_null() {
+            self.stats.tx_dropped += 1;
+            return false;
+        }
+        // SAFETY: head is a fresh mbuf; header_len < max_frame < its data room, so append
+        // returns header_len writable octets inside its buffer, zeroed before `fill`.
+        let l4_len = unsafe {
+            let p = dpdk_sys::rte_pktmbuf_append(head, header_len as u16).cast::<u8>();
+            if p.is_null() {
+                self.stats.tx_dropped += 1;
+                return false;
+            }
+            ptr::write_bytes(p, 0, header_len);
+            let buf = std::slice::from_raw_parts_mut(p, header_len);
+            fill(buf);
+            tcp_header_len(buf)
+        };
+        let hold = Box::into_raw(Box::new(ExtHold {
+            shinfo: dpdk_sys::rte_mbuf_ext_shared_info {
+                free_cb: Some(release_record),
+                fcb_opaque: ptr::null_mut(),
+                refcnt: 1,
+            },
+            _record: payload.record.clone(),
+        }));
+        let addr = bytes.as_ptr().cast_mut().cast::<std::ffi::c_void>();
+        let iova = if self.iova_va { addr as u64 } else { BAD_IOVA };
+        // SAFETY: `hold` is a live, leaked box; from the attach on, freeing `tail` (the
+        // PMD after sending it, or the guard) calls release_record, which frees it. The
+        // payload octets lie in the record that `hold` keeps alive; a shared record is
+        // never written (the send queue reuses a buffer only when it holds the last
+        // reference), and the CPU-copy PMDs this is enabled for only read it. `tail` is a
+        // fresh direct mbuf with refcnt 1, as attach_extbuf requires; bytes.len() fits
+        // u16 (it is below max_frame). After the attach its data room is exactly the
+        // payload, which append takes whole.
+        unsafe {
+            (*hold).shinfo.fcb_opaque = hold.cast();
+            dpdk_sys::rte_pktmbuf_attach_extbuf(
+                tail,
+                addr,
+                iova,
+                bytes.len() as u16,
+                &mut (*hold).shinfo,
+            );
+            if dpdk_sys::rte_pktmbuf_append(tail, bytes.len() as u16).is_null()
+                || dpdk_sys::rte_pktmbuf_chain(head, tail) != 0
+            {
+                self.stats.tx_dropped += 1;
+                return false;
+            }
+        }
+        // `tail` now belongs to `head`'s chain.
+        tail_guard.0 = ptr::null_mut();
+        if offload {
+            // SAFETY: head is ours (not yet given to the PMD); the shim sets its ol_flags
+            // and l2/l3/l4 lengths, which describe the header mbuf.
+            unsafe { dpdk_sys::dpdk_sys_pktmbuf_tx_ipv4_tcp_cksum(head, 14, 20, l4_len) };
+            self.stats.tx_checksum_offloaded += 1;
+        }
+        head_guard.0 = ptr::null_mut();
+        self.pending.push(head);
+        self.stats.tx_frames += 1;
+        self.stats.tx_octets += len as u64;
+        self.stats.tx_zero_copy += 1;
         true
     }
 

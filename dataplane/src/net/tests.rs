@@ -583,3 +583,113 @@ proptest! {
         prop_assert!(replies <= 1);
     }
 }
+
+/// A resolved pair whose ports have these emulated device features.
+fn resolved_with(wire: WireConfig) -> Pair {
+    let (pa, pb) = link(wire.clone(), wire);
+    let a = Net::new(cfg(&pa, A));
+    let b = Net::new(cfg(&pb, B));
+    let mut p = Pair { pa, pb, a, b };
+    assert_eq!(p.a.resolve(t(0), &mut p.pa, B), None);
+    for f in frames(&mut p.pa, &mut p.pb) {
+        p.b.on_frame(t(0), &f, &mut p.pb);
+    }
+    for f in frames(&mut p.pb, &mut p.pa) {
+        p.a.on_frame(t(0), &f, &mut p.pa);
+    }
+    p
+}
+
+#[test]
+fn zero_copy_frames_are_the_same_segments_with_or_without_checksum_offload() {
+    for offload in [false, true] {
+        let wire = WireConfig::default()
+            .with_zero_copy(true)
+            .with_checksum_offload(offload);
+        let mut p = resolved_with(wire);
+        // A record holding two "FPDUs"; the segment carries the second.
+        let record: crate::tcp::SharedRecord =
+            std::sync::Arc::new((0..1700u32).map(|i| (i * 7) as u8).collect());
+        let (offset, len) = (400, 1300);
+        let repr = tcp_repr(&record[offset..offset + len]);
+        let payload = crate::port::TxPayload {
+            record: &record,
+            offset,
+            len,
+        };
+        p.a.send_tcp_record(t(3), &mut p.pa, &tuple(), &repr, Some(payload))
+            .unwrap();
+        p.pa.flush();
+        assert_eq!(
+            std::sync::Arc::strong_count(&record),
+            2,
+            "the queued frame holds the record"
+        );
+        let got = frames(&mut p.pa, &mut p.pb);
+        assert_eq!(
+            std::sync::Arc::strong_count(&record),
+            1,
+            "released once sent"
+        );
+        assert_eq!(got.len(), 1);
+        let s = p.pa.stats();
+        assert_eq!(
+            (s.tx_zero_copy, s.tx_checksum_offloaded),
+            (1, u64::from(offload))
+        );
+        let ip = Ipv4Packet::new_checked(&got[0][ETH_LEN..]).unwrap();
+        assert!(ip.verify_checksum());
+        match p.b.on_frame(t(3), &got[0], &mut p.pb) {
+            Rx::Tcp { src, dst, segment } => {
+                // Checksum checked in software here, whatever the port did.
+                assert_eq!(
+                    segment_from_bytes(src, dst, segment),
+                    Some(repr),
+                    "{offload}"
+                );
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+}
+
+#[test]
+fn small_or_odd_payloads_and_missing_records_are_copied() {
+    let mut p = resolved_with(WireConfig::default().with_zero_copy(true));
+    let record: crate::tcp::SharedRecord = std::sync::Arc::new(vec![3; 2000]);
+    for (offset, len, with_record) in [
+        (0, ZERO_COPY_MIN_PAYLOAD - 2, true), // too small to be worth a second buffer
+        (0, 1001, true),                      // odd: a device may sum buffers word-wise
+        (0, 1000, false),                     // no record
+    ] {
+        let repr = tcp_repr(&record[offset..offset + len]);
+        let payload = with_record.then_some(crate::port::TxPayload {
+            record: &record,
+            offset,
+            len,
+        });
+        p.a.send_tcp_record(t(3), &mut p.pa, &tuple(), &repr, payload)
+            .unwrap();
+        let got = frames(&mut p.pa, &mut p.pb);
+        match p.b.on_frame(t(3), &got[0], &mut p.pb) {
+            Rx::Tcp { src, dst, segment } => {
+                assert_eq!(segment_from_bytes(src, dst, segment), Some(repr));
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+    assert_eq!(p.pa.stats().tx_zero_copy, 0);
+    // A payload that is not the segment's is never sent in its place.
+    let other: crate::tcp::SharedRecord = std::sync::Arc::new(vec![9; 2000]);
+    let repr = tcp_repr(&record[..1000]);
+    let wrong = crate::port::TxPayload {
+        record: &other,
+        offset: 0,
+        len: 1000,
+    };
+    p.a.send_tcp_record(t(3), &mut p.pa, &tuple(), &repr, Some(wrong))
+        .unwrap();
+    let got = frames(&mut p.pa, &mut p.pb);
+    assert!(got[0].ends_with(&[3; 1000]));
+    assert_eq!(p.pa.stats().tx_zero_copy, 0);
+}

@@ -34,7 +34,8 @@
 //! by duplication or resegmentation that do not fit are dropped and counted in
 //! [`WireStats::overflow`].
 
-use super::{ChecksumOffload, Port, PortStats, RxChecksum};
+use super::{ChecksumOffload, Port, PortStats, RxChecksum, TxPayload};
+use crate::tcp::SharedRecord;
 use crossbeam::queue::ArrayQueue;
 use crossbeam::utils::CachePadded;
 use smoltcp::wire::{EthernetAddress, IpAddress, Ipv4Address, Ipv4Packet, TcpPacket};
@@ -105,6 +106,13 @@ pub struct WireConfig {
     /// the port checks those of the frames it receives and reports the verdict through
     /// [`Port::rx_burst_checked`]. Default off.
     pub checksum_offload: bool,
+    /// The sending port emulates a NIC that transmits a frame from several buffers
+    /// ([`Port::tx_zero_copy_capable`]): a frame queued with [`Port::tx_zero_copy`] keeps
+    /// a reference to its payload's record, and the payload (and, with offload, the
+    /// checksums) is read only when the receiving port takes the frame off the wire, as
+    /// a device reads it some time after the transmit call. On a wire with faults it is
+    /// read when the frame is queued, since the faults work on octets. Default off.
+    pub zero_copy: bool,
 }
 
 impl Default for WireConfig {
@@ -123,6 +131,7 @@ impl Default for WireConfig {
             corrupt_undetected: 0.0,
             seed: 0,
             checksum_offload: false,
+            zero_copy: false,
         }
     }
 }
@@ -179,6 +188,12 @@ impl WireConfig {
     /// Sets [`WireConfig::checksum_offload`].
     pub fn with_checksum_offload(mut self, on: bool) -> Self {
         self.checksum_offload = on;
+        self
+    }
+
+    /// Sets [`WireConfig::zero_copy`].
+    pub fn with_zero_copy(mut self, on: bool) -> Self {
+        self.zero_copy = on;
         self
     }
 
@@ -294,6 +309,7 @@ impl WireConfig {
             corrupt_undetected: p(self.corrupt_undetected),
             seed: self.seed,
             checksum_offload: self.checksum_offload,
+            zero_copy: self.zero_copy,
         }
     }
 
@@ -353,7 +369,47 @@ fn bump(c: &AtomicU64) {
 
 struct Frame {
     data: Vec<u8>,
+    /// The payload of a frame queued by [`Port::tx_zero_copy`], not yet read.
+    tail: Option<Tail>,
     due: Option<Instant>,
+}
+
+impl Frame {
+    fn new(data: Vec<u8>, due: Option<Instant>) -> Self {
+        Frame {
+            data,
+            tail: None,
+            due,
+        }
+    }
+
+    /// The frame's octets, reading the payload it refers to (if any) as its device would.
+    fn into_data(self) -> Vec<u8> {
+        let mut data = self.data;
+        if let Some(t) = self.tail {
+            t.read_into(&mut data);
+        }
+        data
+    }
+}
+
+/// The payload a zero-copy frame refers to, and whether the device still has to complete
+/// its checksums.
+struct Tail {
+    record: SharedRecord,
+    offset: usize,
+    len: usize,
+    offload: bool,
+}
+
+impl Tail {
+    /// Appends the payload to the frame's headers and, with offload, fills the checksums.
+    fn read_into(self, frame: &mut Vec<u8>) {
+        frame.extend_from_slice(&self.record[self.offset..self.offset + self.len]);
+        if self.offload {
+            device_completes_checksums(frame);
+        }
+    }
 }
 
 /// One direction: frames on the wire, buffers on their way back, counters.
@@ -636,7 +692,7 @@ impl MemPort {
             } else {
                 None
             };
-            let frame = Frame { data, due };
+            let frame = Frame::new(data, due);
             if i == 0 {
                 // Room for the first piece was checked by `tx`.
                 self.pending.push(frame);
@@ -644,7 +700,7 @@ impl MemPort {
                 self.push_extra(frame);
             }
             if let Some(c) = copy {
-                if self.push_extra(Frame { data: c, due }) {
+                if self.push_extra(Frame::new(c, due)) {
                     bump(&counters.duplicated);
                 }
             }
@@ -701,20 +757,20 @@ impl Port for MemPort {
             let Some(frame) = dir.queue.pop() else { break };
             match frame.due {
                 None => {
-                    deliver(frame.data, &mut taken);
+                    deliver(frame.into_data(), &mut taken);
                     finished += 1;
                 }
                 Some(due) => {
                     let t = *now.get_or_insert_with(Instant::now);
                     if due <= t {
-                        deliver(frame.data, &mut taken);
+                        deliver(frame.into_data(), &mut taken);
                         finished += 1;
                     } else {
                         self.held_seq += 1;
                         self.held.push(Held {
                             due,
                             seq: self.held_seq,
-                            data: frame.data,
+                            data: frame.into_data(),
                         });
                     }
                 }
@@ -745,7 +801,7 @@ impl Port for MemPort {
             self.faults(buf);
         } else {
             let due = self.base_due();
-            self.pending.push(Frame { data: buf, due });
+            self.pending.push(Frame::new(buf, due));
         }
         true
     }
@@ -808,6 +864,56 @@ impl Port for MemPort {
         });
         self.stats.tx_checksum_offloaded += u64::from(queued);
         queued
+    }
+
+    fn tx_zero_copy_capable(&self) -> bool {
+        self.cfg.zero_copy
+    }
+
+    fn tx_zero_copy(
+        &mut self,
+        header_len: usize,
+        payload: TxPayload<'_>,
+        offload: bool,
+        fill: &mut dyn FnMut(&mut [u8]),
+    ) -> bool {
+        let len = header_len.saturating_add(payload.len);
+        if !self.cfg.zero_copy
+            || (offload && !self.cfg.checksum_offload)
+            || header_len % 2 != 0
+            || payload.len % 2 != 0
+            || payload.bytes().len() != payload.len
+            || len > self.cfg.mtu + ETHERNET_HEADER_LEN
+            || self.room() == 0
+        {
+            self.stats.tx_dropped += 1;
+            return false;
+        }
+        let mut buf = self.tx_buffer(header_len);
+        fill(&mut buf);
+        self.stats.tx_frames += 1;
+        self.stats.tx_octets += len as u64;
+        self.stats.tx_zero_copy += 1;
+        self.stats.tx_checksum_offloaded += u64::from(offload);
+        bump(&self.link[self.out].tx.sent);
+        let tail = Tail {
+            record: payload.record.clone(),
+            offset: payload.offset,
+            len: payload.len,
+            offload,
+        };
+        if self.faulty {
+            tail.read_into(&mut buf);
+            self.faults(buf);
+        } else {
+            let due = self.base_due();
+            self.pending.push(Frame {
+                data: buf,
+                tail: Some(tail),
+                due,
+            });
+        }
+        true
     }
 }
 

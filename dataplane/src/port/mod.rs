@@ -17,10 +17,48 @@
 //! frames with [`Port::rx_burst_checked`], skipping its own TCP checksum check for frames
 //! the device found good and dropping those it found bad. Without offload everything is
 //! computed and checked in software.
+//!
+//! # Zero-copy transmit
+//!
+//! A port whose device takes a frame as several buffers (a header buffer followed by
+//! payload buffers, DPDK's `RTE_ETH_TX_OFFLOAD_MULTI_SEGS`) and can read the payload where
+//! it lies says so in [`Port::tx_zero_copy_capable`]. The core then queues TCP segments
+//! whose payload one send-queue record holds (one FPDU per segment, the usual case) with
+//! [`Port::tx_zero_copy`]: it writes only the Ethernet, IPv4 and TCP headers, and the
+//! port keeps a reference to the record ([`TxPayload`]) until its device has read the
+//! payload. The send queue reuses a record's buffer only when no such reference is left
+//! ([`crate::tcp::SharedRecord`]). Other frames, and ports without the capability, go
+//! through [`Port::tx`], which copies.
 
 pub mod mem;
 
+use crate::tcp::SharedRecord;
 use smoltcp::wire::EthernetAddress;
+
+/// The payload of a segment as it lies in a send-queue record: `record[offset..offset +
+/// len]`. A port that transmits it without copying keeps a clone of `record` until its
+/// device has read the octets.
+#[derive(Debug, Clone, Copy)]
+pub struct TxPayload<'a> {
+    /// The record (immutable while shared).
+    pub record: &'a SharedRecord,
+    /// Where the payload starts in it.
+    pub offset: usize,
+    /// Payload octets.
+    pub len: usize,
+}
+
+impl<'a> TxPayload<'a> {
+    /// The payload octets (empty if the range lies outside the record).
+    pub fn bytes(&self) -> &'a [u8] {
+        let end = self.offset.saturating_add(self.len);
+        self.record.get(self.offset..end).unwrap_or(&[])
+    }
+}
+
+/// Smallest payload [`Port::tx_zero_copy`] is used for: below it, copying the octets costs
+/// less than a second buffer per frame.
+pub const ZERO_COPY_MIN_PAYLOAD: usize = 256;
 
 /// Counters of one port.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -43,6 +81,9 @@ pub struct PortStats {
     pub rx_checksum_good: u64,
     /// Received frames whose checksums the device found wrong ([`RxChecksum::Bad`]).
     pub rx_checksum_bad: u64,
+    /// Frames queued with [`Port::tx_zero_copy`]: their payload was not copied by the
+    /// port (also counted in `tx_frames`).
+    pub tx_zero_copy: u64,
 }
 
 /// The checksum work a port's device does (agreed when the port was opened).
@@ -112,6 +153,33 @@ pub trait Port: Send {
     /// [`Port::checksum_offload`] has `tx_ipv4_tcp`; the default refuses (returns false).
     fn tx_ipv4_tcp_offload(&mut self, len: usize, fill: &mut dyn FnMut(&mut [u8])) -> bool {
         let _ = (len, fill);
+        false
+    }
+
+    /// Whether [`Port::tx_zero_copy`] is available. Default: no.
+    fn tx_zero_copy_capable(&self) -> bool {
+        false
+    }
+
+    /// Queues one frame made of `header_len` octets that `fill` writes (the Ethernet,
+    /// IPv4 and TCP headers) followed by `payload`, which the port references instead of
+    /// copying and keeps alive until its device has read it. With `offload` the checksums
+    /// are left to the device as in [`Port::tx_ipv4_tcp_offload`] (only for ports whose
+    /// [`Port::checksum_offload`] has `tx_ipv4_tcp`); without it `fill` writes them,
+    /// payload included.
+    ///
+    /// The payload must have an even length and `header_len` must be even (a device may
+    /// sum the buffers' 16-bit words separately, as net_tap's checksum offload does).
+    /// Returns false (and does not call `fill`) when the port lacks the capability, has
+    /// no room, or the frame is too long or breaks those rules. The default refuses.
+    fn tx_zero_copy(
+        &mut self,
+        header_len: usize,
+        payload: TxPayload<'_>,
+        offload: bool,
+        fill: &mut dyn FnMut(&mut [u8]),
+    ) -> bool {
+        let _ = (header_len, payload, offload, fill);
         false
     }
 }

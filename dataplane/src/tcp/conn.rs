@@ -9,9 +9,10 @@ use smoltcp::wire::{TcpControl, TcpRepr, TcpSeqNumber, TcpTimestampRepr};
 use super::isn::IsnGenerator;
 use super::recv::RecvBuffer;
 use super::rtt::RttEstimator;
-use super::send::{HoleRule, SendQueue};
+use super::send::{HoleRule, Payload, SendQueue};
 use super::seq::{off_of, seq_at, seq_diff, ts_lt};
 use super::{Config, Event, FourTuple, SendError, State, Stats};
+use crate::port::TxPayload;
 
 /// IPv4 header (20) plus TCP header without options (20).
 const IP_TCP_HEADERS: usize = 40;
@@ -1356,6 +1357,23 @@ impl Connection {
         max: usize,
         mut emit: impl FnMut(&TcpRepr, &[u8]),
     ) -> usize {
+        self.poll_transmit_records(now, max, false, |repr, _| emit(repr, repr.payload))
+    }
+
+    /// Like [`Connection::poll_transmit_burst`], and with `share` also says where each
+    /// payload lives: `Some(p)` when one queued record holds all of `repr.payload` (the
+    /// usual case, one FPDU per segment), so that a port may transmit it from `p.record`
+    /// without copying ([`Port::tx_zero_copy`](crate::port::Port::tx_zero_copy)), keeping
+    /// a clone of it until its device has read it. `None` for segments without payload,
+    /// payloads gathered from several records, and always without `share` (records are
+    /// then never moved into shared buffers, which costs a little per record).
+    pub fn poll_transmit_records(
+        &mut self,
+        now: Instant,
+        max: usize,
+        share: bool,
+        mut emit: impl FnMut(&TcpRepr, Option<TxPayload<'_>>),
+    ) -> usize {
         self.now = self.now.max(micros(now));
         self.on_timers();
         let mut n = 0;
@@ -1363,7 +1381,7 @@ impl Connection {
             let Some(out) = self.plan_next() else {
                 break;
             };
-            self.send(out, &mut emit);
+            self.send(out, share, &mut emit);
             n += 1;
         }
         self.arm_persist();
@@ -1598,7 +1616,12 @@ impl Connection {
         })
     }
 
-    fn send(&mut self, out: Out, emit: &mut impl FnMut(&TcpRepr, &[u8])) {
+    fn send(
+        &mut self,
+        out: Out,
+        share: bool,
+        emit: &mut impl FnMut(&TcpRepr, Option<TxPayload<'_>>),
+    ) {
         let mut repr = super::bare_repr(
             self.tuple.local_port,
             self.tuple.remote_port,
@@ -1615,7 +1638,7 @@ impl Connection {
                 repr.ack_number = ack;
                 self.stats.segments_sent += 1;
                 self.stats.resets_sent += 1;
-                emit(&repr, &[]);
+                emit(&repr, None);
                 self.scratch = scratch;
                 return;
             }
@@ -1653,7 +1676,7 @@ impl Connection {
                     self.rtx_deadline = Some(self.after(self.rtt.rto()));
                 }
                 self.stats.segments_sent += 1;
-                emit(&repr, &[]);
+                emit(&repr, None);
                 self.scratch = scratch;
                 return;
             }
@@ -1739,20 +1762,32 @@ impl Connection {
         self.stats.segments_sent += 1;
         // The payload straight from its record when one record holds it (the usual case:
         // one FPDU per segment), else gathered into the scratch buffer.
-        let payload: &[u8] = match out.kind {
+        let (payload, record): (&[u8], _) = match out.kind {
             Kind::Data { .. } if out.data_len > 0 => {
-                match self.sendq.slice(out.data_start, out.data_len) {
-                    Some(p) => p,
-                    None => {
-                        self.sendq.copy(out.data_start, out.data_len, &mut scratch);
-                        &scratch
+                let len = out.data_len;
+                if share {
+                    self.sendq.share(out.data_start, len);
+                }
+                match self.sendq.payload(out.data_start, len) {
+                    Payload::Shared { record, offset } => (
+                        &record[offset..offset + len],
+                        Some(TxPayload {
+                            record,
+                            offset,
+                            len,
+                        }),
+                    ),
+                    Payload::Plain(p) => (p, None),
+                    Payload::Split => {
+                        self.sendq.copy(out.data_start, len, &mut scratch);
+                        (&scratch, None)
                     }
                 }
             }
-            _ => &[],
+            _ => (&[], None),
         };
         repr.payload = payload;
-        emit(&repr, payload);
+        emit(&repr, record);
         self.scratch = scratch;
     }
 }

@@ -108,6 +108,7 @@ mod tests;
 pub use conn::Connection;
 pub use isn::IsnGenerator;
 pub use rtt::RttEstimator;
+pub use send::SharedRecord;
 
 use smoltcp::phy::ChecksumCapabilities;
 use smoltcp::time::{Duration, Instant};
@@ -483,6 +484,31 @@ pub(crate) fn emit_segment_offload(
 ) {
     emit_without_checksum(src, dst, repr, buf);
     checksum::fill_tcp_pseudo_header(src, dst, buf);
+}
+
+/// Writes the TCP header (options included) of `repr` from `src` to `dst` into `buf`
+/// (exactly `repr.header_len()` octets) for a segment whose payload, `payload`, the port
+/// sends from another buffer. With `offload` the checksum field holds the pseudo-header
+/// sum for the device to complete (as [`emit_segment_offload`]); otherwise the checksum
+/// over header and payload.
+pub(crate) fn emit_segment_header(
+    src: Ipv4Address,
+    dst: Ipv4Address,
+    repr: &TcpRepr,
+    payload: &[u8],
+    offload: bool,
+    buf: &mut [u8],
+) {
+    let header = TcpRepr {
+        payload: &[],
+        ..*repr
+    };
+    emit_without_checksum(src, dst, &header, buf);
+    if offload {
+        checksum::fill_tcp_pseudo_header_len(src, dst, buf, buf.len() + payload.len());
+    } else {
+        checksum::fill_tcp_parts(src, dst, buf, payload);
+    }
 }
 
 pub(crate) use checksum::{complete_tcp_offload, verify_tcp};

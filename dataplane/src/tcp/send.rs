@@ -3,15 +3,65 @@
 //! The consumer pushes whole records (FPDUs, or an MPA Request/Reply frame before FPDU
 //! mode). The queue remembers their boundaries until they are fully acknowledged, so that
 //! every segment, new or retransmitted, can be cut at record boundaries.
+//!
+//! # Records shared with the device
+//!
+//! A record is immutable once pushed. For a port that transmits payloads without copying
+//! them, [`SendQueue::share`] moves the record into a [`SharedRecord`] (an `Arc`) the
+//! first time a segment is cut from it, so that the port can keep a reference until its
+//! device has read the octets (DPDK: an mbuf attached to the record as an external
+//! buffer, released when the PMD frees the mbuf). When an acknowledged record's buffer is
+//! reused for a later record, that happens only if no such reference is left; otherwise
+//! the last reference frees it. Records are shared only on request, so connections on
+//! ports that copy pay nothing for it.
 
 use std::cell::Cell;
 use std::collections::VecDeque;
+use std::sync::Arc;
 
-/// One record as pushed: it occupies stream octets `off .. off + data.len()`.
+/// The octets of one record, shared with ports that transmit from them without copying.
+pub type SharedRecord = Arc<Vec<u8>>;
+
+/// A record's octets: owned by the queue alone, or shared ([`SendQueue::share`]).
+#[derive(Debug, Clone)]
+enum RecordBuf {
+    Owned(Vec<u8>),
+    Shared(SharedRecord),
+}
+
+impl std::ops::Deref for RecordBuf {
+    type Target = [u8];
+
+    fn deref(&self) -> &[u8] {
+        match self {
+            RecordBuf::Owned(v) => v,
+            RecordBuf::Shared(a) => a,
+        }
+    }
+}
+
+/// Where a segment's payload lies, from [`SendQueue::payload`].
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Payload<'a> {
+    /// In one record, shared: `record[offset..offset + len]`.
+    Shared {
+        record: &'a SharedRecord,
+        offset: usize,
+    },
+    /// In one record not shared (sharing was not asked for).
+    Plain(&'a [u8]),
+    /// Across several records: the caller copies it out ([`SendQueue::copy`]).
+    Split,
+}
+
+/// One record as pushed: it occupies stream octets `off .. end`.
 #[derive(Debug, Clone)]
 struct Record {
     off: u64,
-    data: Vec<u8>,
+    /// `off + data.len()`, kept here so that lookups need not reach into the shared
+    /// buffer.
+    end: u64,
+    data: RecordBuf,
     /// Wholly covered by SACK blocks (RFC 6675 scoreboard).
     sacked: bool,
     /// Retransmitted in the current loss recovery (RFC 6675 HighRxt, per record).
@@ -20,7 +70,11 @@ struct Record {
 
 impl Record {
     fn end(&self) -> u64 {
-        self.off + self.data.len() as u64
+        self.end
+    }
+
+    fn len(&self) -> usize {
+        (self.end - self.off) as usize
     }
 }
 
@@ -47,11 +101,15 @@ pub(crate) struct SendQueue {
     /// (segments go out in order, so the next lookup is almost always there or one on)
     /// before falling back to a binary search.
     hint: Cell<u64>,
-    /// Buffers of acknowledged records, for [`SendQueue::take_buffer`].
+    /// Buffers of acknowledged records no port refers to any more, for
+    /// [`SendQueue::take_buffer`].
     spare: Vec<Vec<u8>>,
+    /// Empty `Arc`s of acknowledged shared records, to share records in without an
+    /// allocation.
+    shells: Vec<SharedRecord>,
 }
 
-/// Most buffers of acknowledged records kept for reuse.
+/// Most buffers (and `Arc` shells) of acknowledged records kept for reuse.
 const SPARE_BUFFERS: usize = 64;
 
 impl SendQueue {
@@ -80,21 +138,30 @@ impl SendQueue {
         self.bytes += data.len();
         self.recs.push_back(Record {
             off,
-            data,
+            end: self.end,
+            data: RecordBuf::Owned(data),
             sacked: false,
             rtx: false,
         });
     }
 
-    /// Drops every record wholly below stream offset `off` (acknowledged).
+    /// Drops every record wholly below stream offset `off` (acknowledged). A record a
+    /// port still refers to is left to that reference to free.
     pub fn ack_to(&mut self, off: u64) {
         while let Some(r) = self.recs.front() {
             if r.end() <= off {
-                self.bytes -= r.data.len();
-                if let Some(r) = self.recs.pop_front() {
-                    if self.spare.len() < SPARE_BUFFERS {
-                        self.spare.push(r.data);
+                self.bytes -= r.len();
+                match self.recs.pop_front().map(|r| r.data) {
+                    Some(RecordBuf::Owned(v)) if self.spare.len() < SPARE_BUFFERS => {
+                        self.spare.push(v);
                     }
+                    Some(RecordBuf::Shared(mut a)) if self.spare.len() < SPARE_BUFFERS => {
+                        if let Some(v) = Arc::get_mut(&mut a) {
+                            self.spare.push(std::mem::take(v));
+                            self.shells.push(a);
+                        }
+                    }
+                    _ => {}
                 }
                 self.popped += 1;
             } else {
@@ -190,10 +257,59 @@ impl SendQueue {
     }
 
     /// Stream octets `start .. start + len` when one record holds them all.
+    #[cfg(test)]
     pub fn slice(&self, start: u64, len: usize) -> Option<&[u8]> {
-        let r = &self.recs[self.find(start)?];
+        match self.payload(start, len) {
+            Payload::Plain(p) => Some(p),
+            Payload::Shared { record, offset } => Some(&record[offset..offset + len]),
+            Payload::Split => None,
+        }
+    }
+
+    /// Index of the record holding all of stream octets `start .. start + len`, and the
+    /// offset of `start` in it.
+    fn holding(&self, start: u64, len: usize) -> Option<(usize, usize)> {
+        let i = self.find(start)?;
+        let r = &self.recs[i];
         let a = (start - r.off) as usize;
-        r.data.get(a..a.checked_add(len)?)
+        (a.checked_add(len)? <= r.len()).then_some((i, a))
+    }
+
+    /// Moves the record holding all of stream octets `start .. start + len` (if one
+    /// does) into a [`SharedRecord`], so that [`SendQueue::payload`] gives
+    /// [`Payload::Shared`] for it.
+    pub fn share(&mut self, start: u64, len: usize) {
+        let Some((i, _)) = self.holding(start, len) else {
+            return;
+        };
+        if let RecordBuf::Owned(v) = &mut self.recs[i].data {
+            let v = std::mem::take(v);
+            let shared = match self.shells.pop() {
+                Some(mut shell) => match Arc::get_mut(&mut shell) {
+                    Some(slot) => {
+                        *slot = v;
+                        shell
+                    }
+                    // Shells are kept only while unshared; never reached.
+                    None => Arc::new(v),
+                },
+                None => Arc::new(v),
+            };
+            self.recs[i].data = RecordBuf::Shared(shared);
+        }
+    }
+
+    /// Where stream octets `start .. start + len` lie: in one shared record
+    /// ([`SendQueue::share`]), in one record not shared, or across records (also for
+    /// octets not held).
+    pub fn payload(&self, start: u64, len: usize) -> Payload<'_> {
+        match self.holding(start, len) {
+            Some((i, a)) => match &self.recs[i].data {
+                RecordBuf::Shared(record) => Payload::Shared { record, offset: a },
+                RecordBuf::Owned(v) => Payload::Plain(&v[a..a + len]),
+            },
+            None => Payload::Split,
+        }
     }
 
     /// Appends stream octets `start .. start + len` to `out`. Octets not held are skipped
@@ -239,7 +355,7 @@ impl SendQueue {
             }
             if !r.sacked {
                 r.sacked = true;
-                n += r.data.len() as u64;
+                n += r.len() as u64;
             }
             i += 1;
         }
@@ -482,5 +598,74 @@ mod tests {
         );
         assert_eq!(q.end(), 9);
         assert_eq!(q.plan(9, 10, 100).len, 0);
+    }
+
+    #[test]
+    fn a_record_a_port_still_holds_is_not_reused() {
+        let mut q = SendQueue::default();
+        q.push(vec![7; 100]);
+        q.push(vec![8; 100]);
+        // A port keeps a reference to the first record (a frame not yet sent by its
+        // device).
+        q.share(10, 50);
+        let (held, at) = match q.payload(10, 50) {
+            Payload::Shared { record, offset } => (record.clone(), offset),
+            other => panic!("{other:?}"),
+        };
+        assert_eq!((at, held.len()), (10, 100));
+        // The second record is shared too, and released before its acknowledgement.
+        q.share(100, 100);
+        assert!(matches!(q.payload(100, 100), Payload::Shared { .. }));
+        q.share(90, 20);
+        assert!(matches!(q.payload(90, 20), Payload::Split));
+        let held_ptr = held.as_ptr();
+        q.ack_to(200);
+        assert_eq!(q.records(), 0);
+        // Only the second record's buffer came back; the held one is not handed out.
+        let mut b = q.take_buffer();
+        assert_ne!(b.as_ptr(), held_ptr);
+        b.extend_from_slice(&[9; 100]);
+        q.push(b);
+        assert!(q.take_buffer().capacity() == 0, "no spare buffer left");
+        assert_eq!(*held, vec![7; 100], "the held record is untouched");
+        // Once released, the next acknowledged record's buffer is reusable again.
+        drop(held);
+        q.ack_to(300);
+        assert!(q.take_buffer().capacity() >= 100);
+    }
+
+    #[test]
+    fn steady_shared_records_reuse_buffers_and_shells() {
+        let mut q = SendQueue::default();
+        let mut b = q.take_buffer();
+        b.extend_from_slice(&[1; 64]);
+        q.push(b);
+        q.share(0, 64);
+        assert!(matches!(q.payload(0, 64), Payload::Shared { .. }));
+        q.ack_to(64);
+        let (bufs, shells) = (q.spare.len(), q.shells.len());
+        assert_eq!((bufs, shells), (1, 1));
+        for n in 1..100u64 {
+            let mut b = q.take_buffer();
+            assert!(b.capacity() >= 64, "a reused buffer");
+            b.extend_from_slice(&[n as u8; 64]);
+            q.push(b);
+            q.share(n * 64, 64);
+            match q.payload(n * 64, 64) {
+                Payload::Shared { record, offset } => {
+                    assert_eq!(&record[offset..], &[n as u8; 64][..]);
+                }
+                other => panic!("{other:?}"),
+            }
+            assert!(q.shells.is_empty(), "the record went into the spare shell");
+            q.ack_to((n + 1) * 64);
+        }
+        assert_eq!((q.spare.len(), q.shells.len()), (1, 1));
+        // Without sharing, records stay owned and no shell is used.
+        let mut b = q.take_buffer();
+        b.extend_from_slice(&[5; 64]);
+        q.push(b);
+        assert!(matches!(q.payload(6400, 64), Payload::Plain(p) if p == [5; 64]));
+        assert_eq!(q.shells.len(), 1);
     }
 }

@@ -597,3 +597,117 @@ fn ports_without_checksum_offload_refuse_offloaded_frames_and_report_unknown() {
     b.rx_burst_checked(8, &mut |_, v| verdicts.push(v));
     assert_eq!(verdicts, vec![RxChecksum::Unknown]);
 }
+
+#[test]
+fn zero_copy_emulation_reads_the_payload_when_the_frame_is_received() {
+    for delay in [Duration::ZERO, Duration::from_millis(5)] {
+        let wire = WireConfig::default()
+            .with_checksum_offload(true)
+            .with_zero_copy(true)
+            .with_delay(delay);
+        let (mut a, mut b) = link(wire.clone(), wire);
+        assert!(a.tx_zero_copy_capable());
+        let payload: Vec<u8> = (0..600u32).map(|i| (i * 13) as u8).collect();
+        let whole = offload_frame(&payload);
+        let header = &whole[..54];
+        let record: SharedRecord = Arc::new([vec![0xee; 10], payload.clone()].concat());
+        let p = TxPayload {
+            record: &record,
+            offset: 10,
+            len: 600,
+        };
+        assert!(a.tx_zero_copy(54, p, true, &mut |buf| {
+            assert_eq!(buf.len(), 54, "the port hands out the header only");
+            buf.copy_from_slice(header);
+        }));
+        a.flush();
+        assert_eq!(
+            Arc::strong_count(&record),
+            2,
+            "the frame on the wire holds it"
+        );
+        let mut got = Vec::new();
+        let deadline = Instant::now() + Duration::from_secs(2);
+        while got.is_empty() && Instant::now() < deadline {
+            b.rx_burst_checked(8, &mut |f, v| got.push((f.to_vec(), v)));
+        }
+        assert_eq!(Arc::strong_count(&record), 1, "released by the read");
+        let (f, v) = &got[0];
+        assert_eq!(*v, RxChecksum::Good);
+        assert_eq!(&f[54..], &payload[..]);
+        let ip = Ipv4Packet::new_checked(&f[14..]).unwrap();
+        assert!(ip.verify_checksum());
+        assert!(crate::tcp::verify_tcp(
+            ip.src_addr(),
+            ip.dst_addr(),
+            &f[34..]
+        ));
+        let s = a.stats();
+        assert_eq!(
+            (
+                s.tx_frames,
+                s.tx_octets,
+                s.tx_zero_copy,
+                s.tx_checksum_offloaded
+            ),
+            (1, 654, 1, 1)
+        );
+    }
+}
+
+#[test]
+fn zero_copy_on_a_faulty_wire_reads_at_once_and_faults_apply() {
+    let wire = WireConfig {
+        corrupt: 1.0,
+        seed: 3,
+        ..WireConfig::default()
+            .with_zero_copy(true)
+            .with_checksum_offload(true)
+    };
+    let (mut a, mut b) = link(wire.clone(), wire);
+    let payload = vec![0x33u8; 600];
+    let whole = offload_frame(&payload);
+    let record: SharedRecord = Arc::new(payload);
+    let p = TxPayload {
+        record: &record,
+        offset: 0,
+        len: 600,
+    };
+    for _ in 0..20 {
+        assert!(a.tx_zero_copy(54, p, true, &mut |buf| buf.copy_from_slice(&whole[..54])));
+    }
+    assert_eq!(Arc::strong_count(&record), 1, "read when queued");
+    a.flush();
+    let mut verdicts = Vec::new();
+    while b.rx_burst_checked(64, &mut |_, v| verdicts.push(v)) > 0 {}
+    assert_eq!(verdicts.len(), 20);
+    assert!(!verdicts.contains(&RxChecksum::Good), "{verdicts:?}");
+}
+
+#[test]
+fn zero_copy_refusals_do_not_call_fill() {
+    let record: SharedRecord = Arc::new(vec![1; 2000]);
+    let p = |offset, len| TxPayload {
+        record: &record,
+        offset,
+        len,
+    };
+    let never = &mut |_: &mut [u8]| panic!("fill called for a refused frame");
+    // Not a zero-copy port.
+    let (mut a, _b) = link(WireConfig::default(), WireConfig::default());
+    assert!(!a.tx_zero_copy_capable());
+    assert!(!a.tx_zero_copy(54, p(0, 600), false, never));
+    // Offload asked of a port without it; odd lengths; too long; outside the record.
+    let (mut a, _b) = link(
+        WireConfig::default().with_zero_copy(true),
+        WireConfig::default(),
+    );
+    assert!(!a.tx_zero_copy(54, p(0, 600), true, never));
+    assert!(!a.tx_zero_copy(54, p(0, 601), false, never));
+    assert!(!a.tx_zero_copy(55, p(0, 600), false, never));
+    assert!(!a.tx_zero_copy(54, p(0, 1500), false, never));
+    assert!(!a.tx_zero_copy(54, p(1800, 600), false, never));
+    assert_eq!(a.stats().tx_dropped, 5);
+    assert_eq!(a.stats().tx_frames, 0);
+    assert_eq!(Arc::strong_count(&record), 1);
+}
