@@ -665,9 +665,10 @@ fn run_serve(a: ServeArgs) -> Result<bool, String> {
             let on = |b: bool| if b { "on" } else { "off" };
             let o = core.checksum_offload();
             println!(
-                "port {pname}: checksum offload tx {}, rx {}",
+                "port {pname}: checksum offload tx {}, rx {}; zero-copy tx {}",
                 on(o.tx_ipv4_tcp),
-                on(o.rx_ipv4_tcp)
+                on(o.rx_ipv4_tcp),
+                on(core.tx_zero_copy())
             );
             let _ = std::io::stdout().flush();
             let mut ok = true;
@@ -703,14 +704,15 @@ fn run_serve(a: ServeArgs) -> Result<bool, String> {
             let s = core.port_stats();
             println!(
                 "port {pname}: rx {} frames ({} dropped; device checksums {} good, {} bad), \
-                 tx {} frames ({} dropped; {} checksum offloaded)",
+                 tx {} frames ({} dropped; {} checksum offloaded, {} zero-copy)",
                 s.rx_frames,
                 s.rx_dropped,
                 s.rx_checksum_good,
                 s.rx_checksum_bad,
                 s.tx_frames,
                 s.tx_dropped,
-                s.tx_checksum_offloaded
+                s.tx_checksum_offloaded,
+                s.tx_zero_copy
             );
             Ok(ok)
         })

@@ -311,6 +311,12 @@ impl Core {
         self.port.checksum_offload()
     }
 
+    /// Whether the port transmits payloads without copying them
+    /// ([`Port::tx_zero_copy_capable`](crate::port::Port::tx_zero_copy_capable)).
+    pub fn tx_zero_copy(&self) -> bool {
+        self.port.tx_zero_copy_capable()
+    }
+
     /// Segment-alignment counters over every connection, open or closed.
     pub fn alignment(&self) -> AlignmentStats {
         let mut a = self.alignment_closed;
