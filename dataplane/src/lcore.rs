@@ -312,7 +312,7 @@ impl Core {
     }
 
     /// Whether the port transmits payloads without copying them
-    /// ([`Port::tx_zero_copy_capable`](crate::port::Port::tx_zero_copy_capable)).
+    /// ([`Port::tx_zero_copy_capable`]).
     pub fn tx_zero_copy(&self) -> bool {
         self.port.tx_zero_copy_capable()
     }

@@ -62,7 +62,8 @@ pub struct PortConfig {
     /// Transmit segment payloads from the TCP send queue's records without copying them
     /// (an mbuf attached to the record as an external buffer, chained after the header
     /// mbuf) when the device takes multi-segment frames and is one of
-    /// [`CPU_COPY_DRIVERS`](crate::port::CPU_COPY_DRIVERS). Default true.
+    /// [`CPU_COPY_DRIVERS`](crate::CPU_COPY_DRIVERS). Default false (see
+    /// `appconfig::Port::tx_zero_copy` for why).
     pub tx_zero_copy: bool,
 }
 
@@ -81,7 +82,7 @@ impl PortConfig {
             checksum_offload: true,
             link_timeout: DEFAULT_LINK_TIMEOUT,
             wait_for_link: true,
-            tx_zero_copy: true,
+            tx_zero_copy: false,
         }
     }
 

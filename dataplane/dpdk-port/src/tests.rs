@@ -22,6 +22,7 @@ name = "t"
 driver = "tap"
 iface = "iwtap0"
 ipv4 = "10.78.0.3/24"
+tx_zero_copy = true
 
 [[ports]]
 name = "n"
@@ -80,7 +81,9 @@ fn from_ports_maps_a_deployment() {
     assert_eq!(a.mac, Some([2, 0, 0, 0, 0, 7]));
     assert_eq!(a.mempool_size, PortConfig::default_mempool_size(512, 2048));
     assert_eq!(a.validate(), Ok(()));
+    assert!(!a.tx_zero_copy, "copying is the default");
     let t = ports[1].as_ref().expect("tap port");
+    assert!(t.tx_zero_copy);
     assert_eq!(t.device, "net_tap0");
     assert_eq!(t.mtu, 1500);
     assert_eq!(t.mac, None);
@@ -226,6 +229,20 @@ fn dpdk_port_is_send() {
     fn send<T: Send>() {}
     send::<DpdkPort>();
     send::<Eal>();
+}
+
+#[test]
+fn zero_copy_needs_multi_segs_a_cpu_copy_driver_and_the_config() {
+    use crate::port::zero_copy_of;
+    use dpdk_sys::RTE_ETH_TX_OFFLOAD_MULTI_SEGS as MS;
+    for d in ["net_af_packet", "net_tap", "net_memif"] {
+        assert!(zero_copy_of(true, d, MS), "{d}");
+        assert!(!zero_copy_of(false, d, MS), "{d} not wanted");
+        assert!(!zero_copy_of(true, d, 0), "{d} without MULTI_SEGS");
+    }
+    // A DMA device: the send queue's records are not in DMA-mapped memory.
+    assert!(!zero_copy_of(true, "net_ice", MS));
+    assert!(!zero_copy_of(true, "mlx5_pci", MS));
 }
 
 #[test]
