@@ -688,12 +688,7 @@ impl Port for DpdkPort {
         let len = header_len.saturating_add(bytes.len());
         if !self.zero_copy
             || (offload && !self.offload.tx_ipv4_tcp)
-            || header_len < ETH_IPV4_LEN + 20
-            || header_len % 2 != 0
-            || bytes.is_empty()
-            || bytes.len() != payload.len
-            || bytes.len() % 2 != 0
-            || len > self.max_frame
+            || !payload.fits(header_len, self.max_frame)
             || self.pending.len() >= self.pending_cap
         {
             self.stats.tx_dropped += 1;

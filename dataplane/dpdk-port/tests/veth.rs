@@ -283,6 +283,8 @@ fn run_pair(eal: &Eal, devs: [&str; 2], mtu: usize, count: u32) -> Result<(), Dp
     let mut cb = ca.clone();
     cb.device = devs[1].to_string();
     cb.mac = None;
+    // A transmits with zero-copy when asked (below); B copies, the default.
+    ca.tx_zero_copy = true;
     let mut a = DpdkPort::open(eal, &ca)?;
     let mut b = DpdkPort::open(eal, &cb)?;
     eprintln!("opened {a:?}\nopened {b:?}");
@@ -290,6 +292,7 @@ fn run_pair(eal: &Eal, devs: [&str; 2], mtu: usize, count: u32) -> Result<(), Dp
     assert_eq!(a.mac().0, MAC_A, "MAC override");
     assert_ne!(b.mac().0, MAC_A);
     assert_eq!((a.mtu(), b.mtu()), (mtu, mtu));
+    assert!(a.tx_zero_copy_capable() && !b.tx_zero_copy_capable());
 
     // Opening an open device again is refused.
     let e = DpdkPort::open(eal, &ca).unwrap_err();

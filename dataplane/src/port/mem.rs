@@ -880,10 +880,7 @@ impl Port for MemPort {
         let len = header_len.saturating_add(payload.len);
         if !self.cfg.zero_copy
             || (offload && !self.cfg.checksum_offload)
-            || header_len % 2 != 0
-            || payload.len % 2 != 0
-            || payload.bytes().len() != payload.len
-            || len > self.cfg.mtu + ETHERNET_HEADER_LEN
+            || !payload.fits(header_len, self.cfg.mtu + ETHERNET_HEADER_LEN)
             || self.room() == 0
         {
             self.stats.tx_dropped += 1;

@@ -54,6 +54,20 @@ impl<'a> TxPayload<'a> {
         let end = self.offset.saturating_add(self.len);
         self.record.get(self.offset..end).unwrap_or(&[])
     }
+
+    /// Whether a frame of `header_len` header octets and this payload keeps the rules of
+    /// [`Port::tx_zero_copy`]: headers of at least Ethernet, IPv4 and TCP (54 octets),
+    /// a non-empty payload inside its record, both of even length, the whole at most
+    /// `max_frame` octets.
+    pub fn fits(&self, header_len: usize, max_frame: usize) -> bool {
+        const MIN_HEADERS: usize = 14 + 20 + 20;
+        header_len >= MIN_HEADERS
+            && header_len % 2 == 0
+            && self.len > 0
+            && self.len % 2 == 0
+            && self.bytes().len() == self.len
+            && header_len.saturating_add(self.len) <= max_frame
+    }
 }
 
 /// Smallest payload [`Port::tx_zero_copy`] is used for: below it, copying the octets costs
@@ -169,9 +183,10 @@ pub trait Port: Send {
     /// payload included.
     ///
     /// The payload must have an even length and `header_len` must be even (a device may
-    /// sum the buffers' 16-bit words separately, as net_tap's checksum offload does).
-    /// Returns false (and does not call `fill`) when the port lacks the capability, has
-    /// no room, or the frame is too long or breaks those rules. The default refuses.
+    /// sum the buffers' 16-bit words separately, as net_tap's checksum offload does);
+    /// [`TxPayload::fits`] checks the rules. Returns false (and does not call `fill`) when
+    /// the port lacks the capability, has no room, or the frame breaks those rules. The
+    /// default refuses.
     fn tx_zero_copy(
         &mut self,
         header_len: usize,
