@@ -204,7 +204,7 @@ pub struct Port {
     /// (`af_packet`, `tap`, `memif`): a DMA device would need the send queue in
     /// DMA-mapped memory, which it is not. Default false: on those devices the PMD copies
     /// anyway, and the second buffer per frame costs more than the copy it saves (memif:
-    /// 0.70–0.73 of the copying bandwidth, `cargo bench --bench memif_vs_mem`).
+    /// 0.70–0.94 of the copying bandwidth, `cargo bench --bench memif_vs_mem`).
     #[serde(default)]
     pub tx_zero_copy: bool,
 }

@@ -31,7 +31,8 @@
 //!
 //! - **mbuf size.** Every mbuf has room for a whole frame of `mtu + 14` octets plus FCS
 //!   and a VLAN tag in one segment (at least DPDK's default 2048 octets), after the
-//!   usual 128-octet headroom, so neither direction normally needs chains.
+//!   usual 128-octet headroom, so receive normally needs no chains; transmit chains
+//!   two mbufs only for zero-copy frames (below).
 //! - **Receive.** [`Port::rx_burst`](dataplane::port::Port::rx_burst) takes up to
 //!   [`RX_BURST`] mbufs per `rte_eth_rx_burst` call into a fixed array, hands each
 //!   frame's data to the callback straight from the mbuf (no copy), then frees the mbuf
@@ -77,7 +78,7 @@
 //!   where it lies; a DMA NIC would need the send queue's records in DMA-mapped memory,
 //!   which they are not (they live on the Rust heap), so those devices copy. Off by
 //!   default: on the CPU-copy PMDs the PMD copies anyway and the second mbuf per frame
-//!   cost more than the copy it saves (memif: 0.70–0.73× the copying bandwidth,
+//!   cost more than the copy it saves (memif: 0.70–0.94× the copying bandwidth,
 //!   `cargo bench --bench memif_vs_mem`).
 //! - **Threads.** The port is `Send` but not `Sync`. It may run on a thread that is not
 //!   an EAL lcore: the mempool then works without a per-lcore cache (DPDK's

@@ -635,6 +635,28 @@ impl MemPort {
         }
     }
 
+    /// Counts and queues one frame of `len` octets: `buf`, followed by `tail` once it is
+    /// read. On a faulty wire the tail is read now and the faults applied; otherwise it
+    /// is read when the receiver takes the frame.
+    fn enqueue(&mut self, mut buf: Vec<u8>, tail: Option<Tail>, len: usize) {
+        self.stats.tx_frames += 1;
+        self.stats.tx_octets += len as u64;
+        bump(&self.link[self.out].tx.sent);
+        if self.faulty {
+            if let Some(t) = tail {
+                t.read_into(&mut buf);
+            }
+            self.faults(buf);
+        } else {
+            let due = self.base_due();
+            self.pending.push(Frame {
+                data: buf,
+                tail,
+                due,
+            });
+        }
+    }
+
     /// Queues an extra frame made by a fault, if there is room.
     fn push_extra(&mut self, frame: Frame) -> bool {
         if self.room() > 0 {
@@ -794,15 +816,7 @@ impl Port for MemPort {
         }
         let mut buf = self.tx_buffer(len);
         fill(&mut buf);
-        self.stats.tx_frames += 1;
-        self.stats.tx_octets += len as u64;
-        bump(&self.link[self.out].tx.sent);
-        if self.faulty {
-            self.faults(buf);
-        } else {
-            let due = self.base_due();
-            self.pending.push(Frame::new(buf, due));
-        }
+        self.enqueue(buf, None, len);
         true
     }
 
@@ -888,28 +902,15 @@ impl Port for MemPort {
         }
         let mut buf = self.tx_buffer(header_len);
         fill(&mut buf);
-        self.stats.tx_frames += 1;
-        self.stats.tx_octets += len as u64;
         self.stats.tx_zero_copy += 1;
         self.stats.tx_checksum_offloaded += u64::from(offload);
-        bump(&self.link[self.out].tx.sent);
         let tail = Tail {
             record: payload.record.clone(),
             offset: payload.offset,
             len: payload.len,
             offload,
         };
-        if self.faulty {
-            tail.read_into(&mut buf);
-            self.faults(buf);
-        } else {
-            let due = self.base_due();
-            self.pending.push(Frame {
-                data: buf,
-                tail: Some(tail),
-                due,
-            });
-        }
+        self.enqueue(buf, Some(tail), len);
         true
     }
 }

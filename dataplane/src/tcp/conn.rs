@@ -1769,7 +1769,7 @@ impl Connection {
                     self.sendq.share(out.data_start, len);
                 }
                 match self.sendq.payload(out.data_start, len) {
-                    Payload::Shared { record, offset } => (
+                    Payload::Shared { record, offset } if share => (
                         &record[offset..offset + len],
                         Some(TxPayload {
                             record,
@@ -1777,6 +1777,7 @@ impl Connection {
                             len,
                         }),
                     ),
+                    Payload::Shared { record, offset } => (&record[offset..offset + len], None),
                     Payload::Plain(p) => (p, None),
                     Payload::Split => {
                         self.sendq.copy(out.data_start, len, &mut scratch);

@@ -1530,3 +1530,42 @@ fn lost_segment_timeout_is_not_undone() {
     assert_eq!(p.a().stats().timeouts, 1);
     assert_eq!(p.a().stats().spurious_timeouts, 0);
 }
+
+#[test]
+fn records_are_offered_for_zero_copy_only_when_asked() {
+    let mut p = established(61);
+    let sent = records(&mut p, Side::A, &[1000, 1000, 30, 30]);
+    let now = p.instant();
+    // With sharing: a payload one record holds is offered as that record, exactly the
+    // segment's payload; two small records packed into one segment are not offered.
+    let mut offered = Vec::new();
+    let mut packed = 0;
+    p.a()
+        .poll_transmit_records(now, 8, true, |repr, rec| match rec {
+            Some(r) => {
+                assert!(std::ptr::eq(r.bytes(), repr.payload));
+                assert_eq!(r.len, repr.payload.len());
+                offered.extend_from_slice(r.bytes());
+            }
+            None if !repr.payload.is_empty() => {
+                packed += 1;
+                offered.extend_from_slice(repr.payload);
+            }
+            None => {}
+        });
+    assert_eq!(packed, 1, "the two 30-octet records go out together");
+    assert_eq!(offered, sent);
+    // Without sharing, nothing is offered, not even the records shared above when they
+    // are retransmitted (after the RTO).
+    let later = now + smoltcp::time::Duration::from_secs(5);
+    let mut resent = Vec::new();
+    let n = p.a().poll_transmit_records(later, 8, false, |repr, rec| {
+        assert!(rec.is_none(), "a record offered without sharing");
+        resent.extend_from_slice(repr.payload);
+    });
+    assert!(
+        n > 0 && resent.starts_with(&sent[..1000]),
+        "{n} {}",
+        resent.len()
+    );
+}
