@@ -3,7 +3,7 @@
 //! the same run (both ends in one process, `iwarp::bench::run_embedded`). Target: memif
 //! bandwidth at least half the in-memory link's.
 //!
-//! `cargo bench --bench memif_vs_mem`; `BENCH_QUICK=1` shrinks it to a smoke run. The two
+//! `cargo bench --features dpdk --bench memif_vs_mem`; `BENCH_QUICK=1` shrinks it to a smoke run. The two
 //! processes are `iwarp serve --config` (memif server role) and `iwarp bench --config
 //! --peer` (memif client role), with their dataplane lcores on different CPUs, the same
 //! MTU (1500) and MPA mode (Rev 2, CRC on) as the in-memory run. Needs no NIC and no

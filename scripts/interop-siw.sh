@@ -40,7 +40,7 @@ cleanup() {
 }
 trap cleanup EXIT
 
-(cd "$ROOT" && cargo build -q --bin iwarp) || { echo "FAILED: build" >&2; exit 1; }
+(cd "$ROOT" && cargo build -q --features dpdk --bin iwarp) || { echo "FAILED: build" >&2; exit 1; }
 "$PEER/up.sh" >"$LOG/up.log" 2>&1 || { echo "FAILED: peer did not come up (see $LOG/up.log)" >&2; exit 1; }
 echo "peer up after $(( $(date +%s) - T0 )) s; logs in $LOG"
 

@@ -39,25 +39,55 @@ rustup component list --installed 2>/dev/null | grep -q rustfmt || rustup compon
 step "cargo fmt --check"
 cargo fmt --all -- --check
 
-step "cargo clippy --all-targets -D warnings"
-cargo clippy --workspace --all-targets -- -D warnings
+# The first command of the README, as a newcomer runs it: the default features, with no
+# DPDK, no libclang and no pkg-config to be found, in a target directory of its own so that
+# nothing built with DPDK can stand in for it. It must build, must not link DPDK, and must
+# run the main job to a verified end.
+step "the README's first command without DPDK (default features, pkg-config and libclang hidden)"
+nodpdk_env=(env -u PKG_CONFIG_PATH PKG_CONFIG_LIBDIR=/nonexistent PKG_CONFIG=/bin/false
+  LIBCLANG_PATH=/nonexistent CARGO_TARGET_DIR="$PWD/target/no-dpdk")
+"${nodpdk_env[@]}" cargo build --release --quiet
+if cargo tree -e normal --prefix none | grep -q '^dpdk'; then
+  echo "the default build depends on a DPDK crate:" >&2
+  cargo tree -e normal --prefix none | grep '^dpdk' >&2
+  exit 1
+fi
+if ldd target/no-dpdk/release/iwarp | grep -E 'librte_|libdpdk'; then
+  echo "the default build links DPDK" >&2
+  exit 1
+fi
+"${nodpdk_env[@]}" cargo run --release --quiet -- bench write-bw --verify -n 2000
+if "${nodpdk_env[@]}" cargo run --release --quiet -- bench write-bw --config config/af_packet.toml \
+  > target/no-dpdk/config.out 2>&1; then
+  echo "a build without DPDK accepted --config" >&2
+  exit 1
+fi
+grep -q -- "--features dpdk" target/no-dpdk/config.out || {
+  echo "a build without DPDK does not say how to get it:" >&2
+  cat target/no-dpdk/config.out >&2
+  exit 1
+}
 
-step "cargo test (workspace)"
-cargo test --workspace
+# Everything else builds with every feature (DPDK included).
+step "cargo clippy --all-targets --all-features -D warnings"
+cargo clippy --workspace --all-targets --all-features -- -D warnings
+
+step "cargo test (workspace, all features)"
+cargo test --workspace --all-features
 
 step "fault injection end to end, 256 MiB per case (release build)"
 cargo test --release -p control --test e2e_faults -- --include-ignored --nocapture
 
 step "two iwarp processes on DPDK: af_packet over veth, tap bridged to af_packet, memif (release build; root)"
-cargo test --release --test two_process -- --include-ignored --nocapture
+cargo test --release --features dpdk --test two_process -- --include-ignored --nocapture
 
-step "iwarp bench smoke run (embedded default, every test, verified)"
+step "iwarp bench smoke run (embedded default, every test, verified; the no-DPDK build)"
 for t in write-bw read-bw send-bw; do
-  cargo run --release --quiet -- bench "$t" -s 65536 -n 2000 --verify
-  cargo run --release --quiet -- bench "$t" -a -n 20 --verify
+  "${nodpdk_env[@]}" cargo run --release --quiet -- bench "$t" -s 65536 -n 2000 --verify
+  "${nodpdk_env[@]}" cargo run --release --quiet -- bench "$t" -a -n 20 --verify
 done
 for t in write-lat read-lat send-lat; do
-  cargo run --release --quiet -- bench "$t" -s 8 -n 2000
+  "${nodpdk_env[@]}" cargo run --release --quiet -- bench "$t" -s 8 -n 2000
 done
 
 step "interoperability with Linux siw (QEMU guest; its image is built once, about 5 min)"
@@ -74,10 +104,10 @@ else
 fi
 
 step "cargo doc (no broken links, every public item documented)"
-RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps --quiet
+RUSTDOCFLAGS="-D warnings" cargo doc --workspace --all-features --no-deps --quiet
 
 step "benchmarks build"
-cargo bench --workspace --no-run --quiet
+cargo bench --workspace --all-features --no-run --quiet
 
 step "fuzz targets build"
 cargo check --manifest-path fuzz/Cargo.toml --bins --quiet
@@ -85,8 +115,18 @@ cargo check --manifest-path fuzz/Cargo.toml --bins --quiet
 if [ "${FUZZ_SECONDS:-0}" -gt 0 ]; then
   step "cargo fuzz, ${FUZZ_SECONDS}s per target"
   command -v cargo-fuzz >/dev/null || cargo install cargo-fuzz --locked
-  for t in $(cargo +nightly fuzz list); do
-    cargo +nightly fuzz run "$t" -- -max_total_time="$FUZZ_SECONDS"
+  # cargo fuzz needs nightly flags: a nightly toolchain if there is one, else the installed
+  # toolchain with RUSTC_BOOTSTRAP=1. Either way a failure here fails the run.
+  if rustup toolchain list 2>/dev/null | grep -q '^nightly'; then
+    fuzz=(cargo +nightly fuzz)
+  else
+    echo "no nightly toolchain: running cargo fuzz on $(rustc --version) with RUSTC_BOOTSTRAP=1"
+    fuzz=(env RUSTC_BOOTSTRAP=1 cargo fuzz)
+  fi
+  targets=$("${fuzz[@]}" list)
+  [ -n "$targets" ] || { echo "cargo fuzz list found no targets" >&2; exit 1; }
+  for t in $targets; do
+    "${fuzz[@]}" run "$t" -- -max_total_time="$FUZZ_SECONDS"
   done
 fi
 

@@ -40,8 +40,11 @@ impl fmt::Display for DeployError {
             DeployError::Select(m) => write!(f, "{m}"),
             DeployError::NoDpdk => write!(
                 f,
-                "this iwarp was built without DPDK (cargo feature `dpdk`); only the embedded \
-                 default is available"
+                "this iwarp was built without DPDK, so it cannot open the file's ports; only \
+                 the embedded default (no --config) runs. To run deployment files: \
+                 `apt-get install libdpdk-dev libclang-dev pkg-config`, then \
+                 `cargo build --release --features dpdk` (or `cargo run --release --features \
+                 dpdk -- ...`)"
             ),
             DeployError::Dpdk(m) => write!(f, "DPDK: {m}"),
         }
