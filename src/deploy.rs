@@ -184,7 +184,24 @@ pub fn responder_config(m: &Mpa) -> ResponderConfig {
         max_rev: m.rev,
         request_timeout: Some(m.request_timeout.0),
         rtr_timeout: Some(m.rtr_timeout.0),
+        first_fpdu_timeout: Some(m.first_fpdu_timeout.0),
         ..ResponderConfig::default()
+    }
+}
+
+/// The core's caps and timeouts from the file's `[limits]` table (the `iwarp serve`
+/// budgets there are the server's, not the core's).
+pub fn limits(l: &appconfig::Limits) -> dataplane::limits::Limits {
+    dataplane::limits::Limits {
+        max_connections: l.max_connections as usize,
+        syn_backlog: l.syn_backlog as usize,
+        startup_timeout: l.startup_timeout.0,
+        startup_octets: l.startup_octets as usize,
+        user_timeout: l.user_timeout.0,
+        linger: l.linger.0,
+        time_wait: l.time_wait as usize,
+        control_queue: l.control_queue as usize,
+        listener_queue: l.listener_queue as usize,
     }
 }
 
@@ -270,6 +287,7 @@ pub fn open(cfg: &Config, port: usize) -> Result<Node, DeployError> {
         },
         tcp: tcp_config(&cfg.tcp, mtu),
         isn_key: None,
+        limits: limits(&cfg.limits),
     };
     let (device, core) = control::verbs::open(core_cfg, Box::new(dpdk));
     let lcore = cfg
@@ -333,6 +351,18 @@ impl Node {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn limits_defaults_match_the_dataplane() {
+        assert_eq!(
+            limits(&appconfig::Limits::default()),
+            dataplane::limits::Limits::default()
+        );
+        assert_eq!(
+            appconfig::DEFAULT_STARTUP_OCTETS as usize,
+            dataplane::limits::MAX_STARTUP_OCTETS
+        );
+    }
 
     fn cfg(text: &str) -> Config {
         appconfig::from_str(text, "t.toml").expect("valid config")

@@ -4,6 +4,8 @@
 //! the parts other programs and integration tests use directly:
 //!
 //! * [`mod@bench`]: the benchmark runner (`iwarp bench`) over the embedded in-memory link.
+//! * [`driver`]: the consumer driver the apps share (one QP's endpoint: waits, retries,
+//!   timeouts, errors, the close handshake).
 //! * [`deploy`]: config-file deployments: a node on a DPDK port (`iwarp serve`,
 //!   `iwarp bench --config`).
 //! * [`report`]: the result reporting of `iwarp bench`, a perftest-like RDMA benchmark:
@@ -15,6 +17,7 @@
 
 pub mod bench;
 pub mod deploy;
+pub mod driver;
 pub mod perftest;
 pub mod report;
 pub mod rping;

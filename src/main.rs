@@ -390,8 +390,8 @@ fn run_bench(a: BenchArgs) -> Result<bool, String> {
         }
         if a.verify {
             println!(
-                " verified {} octets, {} wrong",
-                out.verified_octets, out.verify_errors
+                " verified {} octets of {} moved, {} wrong",
+                out.verified_octets, out.expected_octets, out.verify_errors
             );
         }
     }
@@ -400,7 +400,7 @@ fn run_bench(a: BenchArgs) -> Result<bool, String> {
         iwarp::report::write_hgrm(h, &mut f, 1000.0)
             .map_err(|e| format!("{}: {e}", path.display()))?;
     }
-    Ok(out.verify_errors == 0)
+    Ok(out.verify_errors == 0 && out.verified_octets == out.expected_octets)
 }
 
 fn load_config(path: &std::path::Path) -> Result<appconfig::Config, String> {
@@ -652,6 +652,12 @@ fn run_serve(a: ServeArgs) -> Result<bool, String> {
     let node = iwarp::deploy::open(&cfg, port).map_err(|e| e.to_string())?;
     let count = a.count;
     let memif = cfg.ports[port].driver == appconfig::Driver::Memif;
+    let lim = cfg.limits.clone();
+    let budget = iwarp::bench::server::Budget {
+        session: u64::from(lim.session_memory_mib) << 20,
+        total: u64::from(lim.serve_memory_mib) << 20,
+        sessions: lim.max_sessions as usize,
+    };
     let ok = node
         .run(move |dev, mut core| -> Result<bool, String> {
             let mut ls = Vec::new();
@@ -670,37 +676,66 @@ fn run_serve(a: ServeArgs) -> Result<bool, String> {
                 on(o.rx_ipv4_tcp),
                 on(core.tx_zero_copy())
             );
+            let l = core.limits();
+            println!(
+                "limits: {} connections, SYN backlog {} per listener (then SYN cookies), \
+                 startup {:?} and {} octets, user timeout {:?}, linger {:?}, {} TIME-WAIT, \
+                 control queues {}, listener queue {}; sessions: {} at once, {} MiB each, \
+                 {} MiB in all",
+                l.max_connections,
+                l.syn_backlog,
+                l.startup_timeout,
+                l.startup_octets,
+                l.user_timeout,
+                l.linger,
+                l.time_wait,
+                l.control_queue,
+                l.listener_queue,
+                budget.sessions,
+                budget.session >> 20,
+                budget.total >> 20
+            );
             let _ = std::io::stdout().flush();
+            let mut server = iwarp::bench::server::Server::new(dev, ls, budget);
             let mut ok = true;
             let mut n = 0u64;
+            let mut rejected = 0u64;
             while count.is_none_or(|c| n < c) {
-                let (c, r) = iwarp::bench::serve_session(&dev, core, &ls, None);
-                core = c;
-                n += 1;
-                if memif && matches!(r, Ok(Some(_))) {
-                    // The client exits now: let DPDK's memif tear down unpolled.
-                    iwarp::deploy::quiesce_memif(&core, iwarp::deploy::MEMIF_QUIESCE);
+                core.poll();
+                server.step();
+                while let Some((peer, why)) = server.last_rejections.pop_front() {
+                    rejected += 1;
+                    println!("rejected {peer}: {why}");
+                    let _ = std::io::stdout().flush();
                 }
-                match r {
-                    Ok(Some(s)) => {
-                        let verb = s.hello.test.name();
+                let Some(s) = server.take_finished() else {
+                    continue;
+                };
+                n += 1;
+                match &s.result {
+                    Ok(r) => {
                         println!(
-                            "session {n} from {}: {verb}, {} size(s), verified {} octets, {} wrong",
+                            "session {n} from {}: {}, {} size(s), verified {} octets, {} wrong",
                             s.peer,
+                            s.hello.test.name(),
                             s.hello.sizes.len(),
-                            s.result.verified,
-                            s.result.errors
+                            r.verified,
+                            r.errors
                         );
-                        ok &= s.result.errors == 0;
+                        ok &= r.errors == 0;
                     }
-                    Ok(None) => {}
                     Err(e) => {
-                        println!("session {n} failed: {e}");
+                        println!("session {n} from {} failed: {e}", s.peer);
                         ok = false;
                     }
                 }
                 let _ = std::io::stdout().flush();
+                if memif && server.active() == 0 {
+                    // The client exits now: let DPDK's memif tear down unpolled.
+                    iwarp::deploy::quiesce_memif(&core, iwarp::deploy::MEMIF_QUIESCE);
+                }
             }
+            let _ = rejected;
             let s = core.port_stats();
             println!(
                 "port {pname}: rx {} frames ({} dropped; device checksums {} good, {} bad), \

@@ -706,6 +706,7 @@ fn report_of(o: &PerftestOptions, sample: BwSample) -> Report {
             link: o.link_label.clone(),
         },
         samples: vec![Sample::Bw(sample)],
+        verify: None,
     }
 }
 
@@ -749,15 +750,10 @@ pub fn run_client(
         client: true,
     };
     let result = client_session(dev, &pd, &mut e, &mut ctl, server, o, mac);
-    dev.disconnect(ctl_info.conn);
     if let Ok((_, Some(info))) = &result {
-        dev.disconnect(info.conn);
+        crate::driver::close(dev, e.core, info.conn);
     }
-    // Let the FINs and last acknowledgements go out.
-    let until = Instant::now() + Duration::from_millis(500);
-    while Instant::now() < until && ctl.qp.state() != QpRingState::Error {
-        e.pump(&mut ctl);
-    }
+    crate::driver::close(dev, e.core, ctl_info.conn);
     result.map(|(out, _)| out)
 }
 
@@ -959,13 +955,9 @@ pub fn run_server(
         e.pump(&mut ctl);
     }
     if let Ok((_, Some(conn))) = &result {
-        dev.disconnect(conn.conn);
+        crate::driver::close(dev, e.core, conn.conn);
     }
-    dev.disconnect(ctl_info.conn);
-    let until = Instant::now() + Duration::from_millis(500);
-    while Instant::now() < until && ctl.qp.state() != QpRingState::Error {
-        e.pump(&mut ctl);
-    }
+    crate::driver::close(dev, e.core, ctl_info.conn);
     result.map(|(out, _)| out)
 }
 

@@ -439,6 +439,17 @@ pub enum Sample {
     Lat(LatSample),
 }
 
+/// What `--verify` checked, over both ends of a run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Verification {
+    /// Octets checked.
+    pub verified_octets: u64,
+    /// Octets found wrong.
+    pub wrong_octets: u64,
+    /// Octets the run moved that had to be checked (every octet of every message).
+    pub expected_octets: u64,
+}
+
 /// A whole benchmark report: what [`to_json`] and [`to_text`] render.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Report {
@@ -448,6 +459,9 @@ pub struct Report {
     pub params: ReportParams,
     /// The result lines, in order (one per message size).
     pub samples: Vec<Sample>,
+    /// What `--verify` checked (absent without it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub verify: Option<Verification>,
 }
 
 /// The report as one JSON object (pretty-printed, ending in a newline). The figures are

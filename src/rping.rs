@@ -434,22 +434,6 @@ impl<'a> Ep<'a> {
         }
         Ok(b)
     }
-
-    /// Polls the core for `d` (lets a FIN or the last acknowledgements go out).
-    fn linger(&mut self, d: Duration) {
-        let until = Instant::now() + d;
-        while Instant::now() < until {
-            self.pump();
-        }
-    }
-
-    /// After a disconnect: polls until the QP is in Error (the close finished) or `d`.
-    fn drain(&mut self, d: Duration) {
-        let until = Instant::now() + d;
-        while Instant::now() < until && self.qp.state() != QpRingState::Error {
-            self.pump();
-        }
-    }
 }
 
 fn reg(pd: &Pd, len: usize, access: Access) -> Result<Mr, RpingError> {
@@ -537,8 +521,7 @@ pub fn run_client(
         }
         Ok(())
     })();
-    dev.disconnect(info.conn);
-    ep.drain(Duration::from_secs(2));
+    crate::driver::close(dev, ep.core, info.conn);
     match result {
         Ok(()) => Ok(stats),
         Err(Fail::Err(e)) => Err(e),
@@ -612,9 +595,7 @@ fn serve(
         stats.ird_ord = (info.ird, info.ord);
         stats.peer_ird_ord = info.established.ird_ord.map(|x| (x.peer_ird, x.peer_ord));
         let result = serve_conn(&mut ep, &buf, o, out, &mut stats);
-        dev.disconnect(info.conn);
-        ep.drain(Duration::from_secs(2));
-        ep.linger(Duration::from_millis(20));
+        crate::driver::close(dev, ep.core, info.conn);
         match result {
             Ok(()) | Err(Fail::Closed) => {}
             Err(Fail::Err(e)) => return Err(e),

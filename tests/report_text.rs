@@ -141,6 +141,7 @@ fn whole_report_text() {
             Sample::Bw(bw(65536, 5000, 8609.87, 6595.36, 0.105526)),
             Sample::Bw(bw(65536, 1000, 46567.34, 46557.03, 0.744912)),
         ],
+        verify: None,
     };
     let t = to_text(&r);
     assert!(t.starts_with(&bw_header("RDMA_Write", &params())));
@@ -165,6 +166,7 @@ fn json_round_trip() {
             Sample::Bw(bw(65536, 1000, 62.5, 62.5, 0.001)),
             Sample::Lat(lat(999, [1.5, 20.25, 2.0, 2.125, 0.5, 4.0, 20.25])),
         ],
+        verify: None,
     };
     let j = to_json(&r);
     let back: Report = serde_json::from_str(&j).expect("parses back");
@@ -192,6 +194,7 @@ fn json_and_text_show_the_same_figures() {
         test: "Send".into(),
         params: params(),
         samples: vec![Sample::Bw(s)],
+        verify: None,
     };
     let v: serde_json::Value = serde_json::from_str(&to_json(&r)).unwrap();
     let j = &v["samples"][0];

@@ -37,6 +37,9 @@ pub struct Config {
     /// `[qp]`: queue pair limits.
     #[serde(default)]
     pub qp: Qp,
+    /// `[limits]`: caps and timeouts of everything a peer can make the node hold.
+    #[serde(default)]
+    pub limits: Limits,
     /// `[[listeners]]`: passive endpoints (MPA Responders). May be empty.
     #[serde(default)]
     pub listeners: Vec<Listener>,
@@ -357,6 +360,10 @@ pub struct Mpa {
     /// How long a peer-to-peer Responder waits for the RTR. Default `"10s"`; 1ms..=10m.
     #[serde(default = "default_10s")]
     pub rtr_timeout: Millis,
+    /// How long a client-server Responder waits for the Initiator's first FPDU after its
+    /// Reply. Default `"10s"`; 1ms..=10m.
+    #[serde(default = "default_10s")]
+    pub first_fpdu_timeout: Millis,
     /// How long an Initiator waits after the MPA Reply before its first FPDU (the RTR when
     /// peer-to-peer, else the consumer's first message). Default `"0ms"`; 0..=10s. Linux
     /// siw needs about `"100ms"` (it may not read an FPDU that arrives right after its
@@ -380,6 +387,7 @@ impl Default for Mpa {
             reply_timeout: default_10s(),
             request_timeout: default_5s(),
             rtr_timeout: default_10s(),
+            first_fpdu_timeout: default_10s(),
             first_fpdu_delay: Millis::default(),
         }
     }
@@ -562,6 +570,115 @@ fn default_wr() -> u32 {
 }
 fn default_max_cqe() -> u32 {
     1024
+}
+
+/// `[limits]`: the resource model. Every resource a peer can make a core, the control
+/// thread or `iwarp serve` hold has a cap, and every wait a timeout (see the `dataplane`
+/// crate's `limits` module for what happens beyond each).
+#[derive(Clone, Debug, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Limits {
+    /// TCP connections per core, handshake to close. Default 16384; 1..=1048576.
+    #[serde(default = "default_max_connections")]
+    pub max_connections: u32,
+    /// SYN-RECEIVED connections per listener; beyond it SYNs get SYN cookies. Default
+    /// 1024; 1..=1048576.
+    #[serde(default = "default_syn_backlog")]
+    pub syn_backlog: u32,
+    /// From SYN (or connect) to FPDU mode, every MPA startup step included. Default
+    /// `"20s"`; 10ms..=10m.
+    #[serde(default = "default_startup_timeout")]
+    pub startup_timeout: Millis,
+    /// Octets a peer may send before FPDU mode (beyond: reset). Default 66600 (the largest
+    /// Request or Reply and one largest FPDU); 532..=16777216.
+    #[serde(default = "default_startup_octets")]
+    pub startup_octets: u32,
+    /// TCP user timeout: how long data may wait for an acknowledgment that makes progress
+    /// (zero window, dead peer) before the connection is reset and its work requests
+    /// flushed. Default `"30s"`; 10ms..=1h.
+    #[serde(default = "default_user_timeout")]
+    pub user_timeout: Millis,
+    /// Longest graceful close before a reset. Default `"5s"`; 1ms..=10m.
+    #[serde(default = "default_linger")]
+    pub linger: Millis,
+    /// TIME-WAIT tuples kept per core (beyond: the oldest is forgotten). Default 16384;
+    /// 0..=4194304.
+    #[serde(default = "default_max_connections")]
+    pub time_wait: u32,
+    /// Messages per control channel (core, control thread, consumers). Default 4096;
+    /// 16..=1048576.
+    #[serde(default = "default_control_queue")]
+    pub control_queue: u32,
+    /// Connection requests per listener waiting for the application (beyond: MPA Reject
+    /// "listener queue full"). Default 128; 1..=65536.
+    #[serde(default = "default_listener_queue")]
+    pub listener_queue: u32,
+    /// `iwarp serve`: memory one bench session may ask for, MiB (beyond: MPA Reject
+    /// saying why). Default 256; 1..=1048576.
+    #[serde(default = "default_session_memory_mib")]
+    pub session_memory_mib: u32,
+    /// `iwarp serve`: memory of all sessions at once, MiB. Default 1024; 1..=1048576.
+    #[serde(default = "default_serve_memory_mib")]
+    pub serve_memory_mib: u32,
+    /// `iwarp serve`: sessions at once (each on its own thread). Default 64; 1..=4096.
+    #[serde(default = "default_max_sessions")]
+    pub max_sessions: u32,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            max_connections: default_max_connections(),
+            syn_backlog: default_syn_backlog(),
+            startup_timeout: default_startup_timeout(),
+            startup_octets: default_startup_octets(),
+            user_timeout: default_user_timeout(),
+            linger: default_linger(),
+            time_wait: default_max_connections(),
+            control_queue: default_control_queue(),
+            listener_queue: default_listener_queue(),
+            session_memory_mib: default_session_memory_mib(),
+            serve_memory_mib: default_serve_memory_mib(),
+            max_sessions: default_max_sessions(),
+        }
+    }
+}
+
+fn default_max_connections() -> u32 {
+    16384
+}
+fn default_syn_backlog() -> u32 {
+    1024
+}
+fn default_startup_timeout() -> Millis {
+    Millis(Duration::from_secs(20))
+}
+/// The largest Request or Reply (532 octets) and one largest FPDU (66068 octets with
+/// markers): the dataplane's `MAX_STARTUP_OCTETS`.
+pub const DEFAULT_STARTUP_OCTETS: u32 = 66600;
+fn default_startup_octets() -> u32 {
+    DEFAULT_STARTUP_OCTETS
+}
+fn default_user_timeout() -> Millis {
+    Millis(Duration::from_secs(30))
+}
+fn default_linger() -> Millis {
+    Millis(Duration::from_secs(5))
+}
+fn default_control_queue() -> u32 {
+    4096
+}
+fn default_listener_queue() -> u32 {
+    128
+}
+fn default_session_memory_mib() -> u32 {
+    256
+}
+fn default_serve_memory_mib() -> u32 {
+    1024
+}
+fn default_max_sessions() -> u32 {
+    64
 }
 
 /// `[[listeners]]`: a passive endpoint (MPA Responder).

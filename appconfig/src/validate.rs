@@ -6,8 +6,8 @@ use std::net::Ipv4Addr;
 use std::time::Duration;
 
 use crate::schema::{
-    Config, Control, Driver, Eal, Listener, Mpa, Port, Qp, Tcp, ENHANCED_DATA_LEN, MAX_IRD_ORD,
-    MAX_PRIVATE_DATA,
+    Config, Control, Driver, Eal, Limits, Listener, Mpa, Port, Qp, Tcp, ENHANCED_DATA_LEN,
+    MAX_IRD_ORD, MAX_PRIVATE_DATA,
 };
 use crate::value::Millis;
 
@@ -36,6 +36,7 @@ pub(crate) fn validate(c: &Config) -> Vec<(String, String)> {
         ("reply_timeout", c.mpa.reply_timeout),
         ("request_timeout", c.mpa.request_timeout),
         ("rtr_timeout", c.mpa.rtr_timeout),
+        ("first_fpdu_timeout", c.mpa.first_fpdu_timeout),
     ] {
         timeout(&format!("mpa.{field}"), t, &mut p);
     }
@@ -47,9 +48,66 @@ pub(crate) fn validate(c: &Config) -> Vec<(String, String)> {
     }
     tcp(&c.tcp, &mut p);
     qp(&c.qp, &mut p);
+    limits(&c.limits, &mut p);
     listeners(c, &mut p);
     bench(c, &mut p);
     p.0
+}
+
+fn limits(l: &Limits, p: &mut Problems) {
+    range("limits.max_connections", l.max_connections, 1, 1 << 20, p);
+    range("limits.syn_backlog", l.syn_backlog, 1, 1 << 20, p);
+    let span = |path: &str, t: Millis, lo: Duration, hi: Duration, p: &mut Problems| {
+        if t.0 < lo || t.0 > hi {
+            p.add(
+                path,
+                format!("{t} is out of range: {}..={}", Millis(lo), Millis(hi)),
+            );
+        }
+    };
+    span(
+        "limits.startup_timeout",
+        l.startup_timeout,
+        Duration::from_millis(10),
+        Duration::from_secs(600),
+        p,
+    );
+    range("limits.startup_octets", l.startup_octets, 532, 16 << 20, p);
+    span(
+        "limits.user_timeout",
+        l.user_timeout,
+        Duration::from_millis(10),
+        Duration::from_secs(3600),
+        p,
+    );
+    span(
+        "limits.linger",
+        l.linger,
+        Duration::from_millis(1),
+        Duration::from_secs(600),
+        p,
+    );
+    range("limits.time_wait", l.time_wait, 0, 1 << 22, p);
+    range("limits.control_queue", l.control_queue, 16, 1 << 20, p);
+    range("limits.listener_queue", l.listener_queue, 1, 1 << 16, p);
+    range(
+        "limits.session_memory_mib",
+        l.session_memory_mib,
+        1,
+        1 << 20,
+        p,
+    );
+    range("limits.serve_memory_mib", l.serve_memory_mib, 1, 1 << 20, p);
+    range("limits.max_sessions", l.max_sessions, 1, 4096, p);
+    if l.session_memory_mib > l.serve_memory_mib {
+        p.add(
+            "limits.session_memory_mib",
+            format!(
+                "{} MiB is more than serve_memory_mib ({} MiB): one session could never get it",
+                l.session_memory_mib, l.serve_memory_mib
+            ),
+        );
+    }
 }
 
 fn timeout(path: &str, t: Millis, p: &mut Problems) {

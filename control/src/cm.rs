@@ -12,14 +12,28 @@
 //! [`ConnectionManager`] is sans-IO like the machines it drives: [`ConnectionManager::on_request`],
 //! [`ConnectionManager::on_core_event`] and [`ConnectionManager::on_timeout`] take input,
 //! commands for the core go to a channel. [`spawn`] runs it on a thread.
+//!
+//! # Bounds
+//!
+//! The startup octets come from the core one chunk at a time: after feeding a chunk to
+//! the machine the manager answers [`CoreCmd::Read`] (more), [`CoreCmd::Publish`] (FPDU
+//! mode, with the octets the machine did not consume) or [`CoreCmd::Close`]. Every channel
+//! is bounded ([`Limits`]): commands the core's channel has no room for wait in order in
+//! an outbox (a few per connection at most), and while it is not empty consumer requests
+//! that would add connections are answered [`CmError::Busy`]; connection requests a
+//! listener's consumer has not taken beyond [`Limits::listener_queue`] are rejected with
+//! the reason in the Reply's private data. A failed startup always ends its connection.
+//! Machine deadlines are kept in a heap, so a loop iteration costs O(log n), not O(n).
 
-use std::collections::HashMap;
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, HashMap, VecDeque};
 use std::fmt;
 use std::net::SocketAddrV4;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use crossbeam::channel::{self, Receiver, Sender};
+use crossbeam::channel::{self, Receiver, Sender, TrySendError};
+use dataplane::limits::Limits;
 use dataplane::rdma::QpConfig;
 use dataplane::rings::{
     CloseReason, ConnId, CoreCmd, CoreEvent, QpPublish, QpRingState, QpRings, CONN_ID_ACTIVE,
@@ -89,16 +103,27 @@ pub enum CmError {
     AddressInUse,
     /// The control thread is gone.
     Shutdown,
+    /// A bounded queue on the way is full (control channel, or no room for another
+    /// connection): try again later.
+    Busy(&'static str),
 }
 
 impl fmt::Display for CmError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            CmError::Rejected(r) => write!(
-                f,
-                "rejected by the peer ({} octets of private data)",
-                r.reply.private_data.len()
-            ),
+            CmError::Rejected(r) => {
+                let pd = &r.reply.private_data;
+                match std::str::from_utf8(pd) {
+                    Ok(t) if !t.is_empty() && t.chars().all(|c| !c.is_control() || c == '\n') => {
+                        write!(f, "rejected by the peer: {t}")
+                    }
+                    _ => write!(
+                        f,
+                        "rejected by the peer ({} octets of private data)",
+                        pd.len()
+                    ),
+                }
+            }
             CmError::Startup(fail) => {
                 write!(
                     f,
@@ -107,11 +132,12 @@ impl fmt::Display for CmError {
                     fail.code()
                 )
             }
-            CmError::Closed(r) => write!(f, "connection closed during startup: {r:?}"),
+            CmError::Closed(r) => write!(f, "connection closed during startup: {r}"),
             CmError::Api(e) => write!(f, "invalid connection parameters: {e}"),
             CmError::UnknownConnection => f.write_str("no such connection"),
             CmError::AddressInUse => f.write_str("port already listened on"),
             CmError::Shutdown => f.write_str("connection manager shut down"),
+            CmError::Busy(what) => write!(f, "busy: {what}"),
         }
     }
 }
@@ -180,10 +206,15 @@ pub enum CmRequest {
         /// Private data for the Reply.
         private_data: Vec<u8>,
     },
-    /// Close an established connection (its QP flushes).
+    /// Close an established connection (its QP flushes), gracefully: queued work and a
+    /// FIN go out, and the core resets it if the close takes longer than
+    /// [`Limits::linger`].
     Disconnect {
         /// The connection.
         conn: ConnId,
+        /// Gets `Ok` once the connection is gone from the core (both FINs acknowledged,
+        /// or reset at the linger time).
+        reply: Option<Sender<Result<(), CmError>>>,
     },
     /// Stop the control thread.
     Shutdown,
@@ -195,6 +226,12 @@ enum Machine {
 }
 
 impl Machine {
+    fn finished(&self) -> bool {
+        match self {
+            Machine::Initiator(m) => m.state() == crate::startup::InitiatorState::Finished,
+            Machine::Responder(m) => m.state() == crate::startup::ResponderState::Finished,
+        }
+    }
     fn poll_output(&mut self) -> Option<Output> {
         match self {
             Machine::Initiator(m) => m.poll_output(),
@@ -237,6 +274,12 @@ struct CmConn {
     qp: Option<QpSpec>,
     reply: Option<ConnReply>,
     established: bool,
+    /// Waiting for the answer to a chunk of startup octets (the core sends no more).
+    chunk_pending: bool,
+    /// The machine deadline in the heap.
+    timer: Option<Instant>,
+    /// Told once the connection is gone.
+    disconnect_waiters: Vec<Sender<Result<(), CmError>>>,
 }
 
 struct ListenerEntry {
@@ -247,9 +290,29 @@ struct ListenerEntry {
 /// The connection manager's state (see the module docs).
 pub struct ConnectionManager {
     core: Sender<CoreCmd>,
+    /// Commands the core's channel had no room for, in order.
+    outbox: VecDeque<CoreCmd>,
     conns: HashMap<ConnId, CmConn>,
     listeners: HashMap<u16, ListenerEntry>,
     next_active: u64,
+    timers: BinaryHeap<Reverse<(Instant, ConnId)>>,
+    limits: Limits,
+    stats: CmStats,
+}
+
+/// Counters of the connection manager.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct CmStats {
+    /// Connections that reached Full Operation.
+    pub established: u64,
+    /// Startups that failed (timeouts, protocol errors, closes).
+    pub failed: u64,
+    /// Requests rejected because the listener's consumer had too many waiting.
+    pub listener_overflows: u64,
+    /// Consumer requests answered busy.
+    pub busy: u64,
+    /// Commands that waited for room in the core's channel.
+    pub commands_deferred: u64,
 }
 
 impl fmt::Debug for ConnectionManager {
@@ -291,19 +354,103 @@ fn qp_config(qp: &QpSpec, e: &Established) -> (QpConfig, u16, u16) {
 }
 
 impl ConnectionManager {
-    /// A manager that commands one core through `core`.
-    pub fn new(core: Sender<CoreCmd>) -> Self {
+    /// A manager that commands one core through `core`, with `limits`.
+    pub fn new(core: Sender<CoreCmd>, limits: Limits) -> Self {
         ConnectionManager {
             core,
+            outbox: VecDeque::new(),
             conns: HashMap::new(),
             listeners: HashMap::new(),
             next_active: 1,
+            timers: BinaryHeap::new(),
+            limits,
+            stats: CmStats::default(),
         }
     }
 
-    fn send_core(&self, cmd: CoreCmd) {
-        // The core outlives the manager in every orderly shutdown.
-        let _ = self.core.send(cmd);
+    /// Counters.
+    pub fn stats(&self) -> CmStats {
+        self.stats
+    }
+
+    /// Connections the manager knows (in startup or established).
+    pub fn connections(&self) -> usize {
+        self.conns.len()
+    }
+
+    /// Commands waiting for room in the core's channel.
+    pub fn outbox_len(&self) -> usize {
+        self.outbox.len()
+    }
+
+    fn send_core(&mut self, cmd: CoreCmd) {
+        if !self.outbox.is_empty() {
+            self.stats.commands_deferred += 1;
+            self.outbox.push_back(cmd);
+            return;
+        }
+        match self.core.try_send(cmd) {
+            Ok(()) => {}
+            Err(TrySendError::Full(cmd)) => {
+                self.stats.commands_deferred += 1;
+                self.outbox.push_back(cmd);
+            }
+            // The core is gone (shutting down).
+            Err(TrySendError::Disconnected(_)) => {}
+        }
+    }
+
+    /// Sends what waits in the outbox while the core's channel has room; true when it is
+    /// empty.
+    pub fn flush_outbox(&mut self) -> bool {
+        while let Some(cmd) = self.outbox.pop_front() {
+            match self.core.try_send(cmd) {
+                Ok(()) => {}
+                Err(TrySendError::Full(cmd)) => {
+                    self.outbox.push_front(cmd);
+                    return false;
+                }
+                Err(TrySendError::Disconnected(_)) => self.outbox.clear(),
+            }
+        }
+        true
+    }
+
+    /// Whether a new connection may be started (the core's channel is not backed up).
+    fn has_room(&self) -> bool {
+        self.outbox.len() < self.limits.control_queue
+    }
+
+    /// Schedules the machine deadline of `id` in the heap, if it is earlier than the one
+    /// there.
+    fn schedule(&mut self, id: ConnId) {
+        let Some(c) = self.conns.get_mut(&id) else {
+            return;
+        };
+        let Some(t) = c.machine.as_ref().and_then(|m| m.poll_timeout()) else {
+            return;
+        };
+        if c.timer.is_some_and(|cur| cur <= t) {
+            return;
+        }
+        c.timer = Some(t);
+        self.timers.push(Reverse((t, id)));
+    }
+
+    fn new_conn(tuple: Option<FourTuple>, machine: Option<Machine>) -> CmConn {
+        CmConn {
+            tuple,
+            machine,
+            initiator_config: None,
+            listen_port: None,
+            fed: 0,
+            qp: None,
+            reply: None,
+            established: false,
+            chunk_pending: false,
+            timer: None,
+            disconnect_waiters: Vec::new(),
+        }
     }
 
     /// Handles a consumer request. Returns false for [`CmRequest::Shutdown`].
@@ -319,21 +466,18 @@ impl ConnectionManager {
                     let _ = reply.send(Err(CmError::Api(e)));
                     return true;
                 }
+                if !self.has_room() {
+                    self.stats.busy += 1;
+                    let _ = reply.send(Err(CmError::Busy("the core's control channel is full")));
+                    return true;
+                }
                 let id = CONN_ID_ACTIVE | self.next_active;
                 self.next_active += 1;
-                self.conns.insert(
-                    id,
-                    CmConn {
-                        tuple: None,
-                        machine: None,
-                        initiator_config: Some(config),
-                        listen_port: None,
-                        fed: 0,
-                        qp: Some(qp),
-                        reply: Some(reply),
-                        established: false,
-                    },
-                );
+                let mut c = Self::new_conn(None, None);
+                c.initiator_config = Some(config);
+                c.qp = Some(qp);
+                c.reply = Some(reply);
+                self.conns.insert(id, c);
                 self.send_core(CoreCmd::Connect { conn: id, remote });
             }
             CmRequest::Listen {
@@ -397,11 +541,18 @@ impl ConnectionManager {
                     self.drain(conn, now);
                 }
             }
-            CmRequest::Disconnect { conn } => {
-                if self.conns.contains_key(&conn) {
+            CmRequest::Disconnect { conn, reply } => match self.conns.get_mut(&conn) {
+                Some(c) => {
+                    c.disconnect_waiters.extend(reply);
                     self.send_core(CoreCmd::Close { conn, abort: false });
                 }
-            }
+                None => {
+                    // Gone already (or never was): nothing left to wait for.
+                    if let Some(r) = reply {
+                        let _ = r.send(Ok(()));
+                    }
+                }
+            },
             CmRequest::Shutdown => return false,
         }
         true
@@ -441,31 +592,31 @@ impl ConnectionManager {
                         return;
                     }
                 };
-                self.conns.insert(
-                    conn,
-                    CmConn {
-                        tuple: Some(tuple),
-                        machine: Some(Machine::Responder(m)),
-                        initiator_config: None,
-                        listen_port: Some(tuple.local_port),
-                        fed: 0,
-                        qp: None,
-                        reply: None,
-                        established: false,
-                    },
-                );
+                let mut c = Self::new_conn(Some(tuple), Some(Machine::Responder(m)));
+                c.listen_port = Some(tuple.local_port);
+                self.conns.insert(conn, c);
                 self.drain(conn, now);
             }
             CoreEvent::Data { conn, bytes } => {
+                let Some(c) = self.conns.get_mut(&conn) else {
+                    return;
+                };
+                if c.established {
+                    return;
+                }
+                c.fed += bytes.len() as u64;
+                c.chunk_pending = true;
+                if let Some(m) = c.machine.as_mut() {
+                    m.on_data(&bytes, now);
+                }
+                self.drain(conn, now);
+                // The chunk is consumed: ask for more unless the machine is done (then
+                // Publish or Close went out instead).
                 if let Some(c) = self.conns.get_mut(&conn) {
-                    if c.established {
-                        return;
+                    if c.chunk_pending && c.machine.as_ref().is_some_and(|m| !m.finished()) {
+                        c.chunk_pending = false;
+                        self.send_core(CoreCmd::Read { conn });
                     }
-                    c.fed += bytes.len() as u64;
-                    if let Some(m) = c.machine.as_mut() {
-                        m.on_data(&bytes, now);
-                    }
-                    self.drain(conn, now);
                 }
             }
             CoreEvent::PeerFin { conn } => {
@@ -480,7 +631,8 @@ impl ConnectionManager {
             CoreEvent::Closed { conn, reason } => {
                 if let Some(mut c) = self.conns.remove(&conn) {
                     if let Some(m) = c.machine.as_mut() {
-                        if !c.established {
+                        if !c.established && !m.finished() {
+                            self.stats.failed += 1;
                             m.on_closed(match reason {
                                 CloseReason::PeerClosed => CloseKind::Fin,
                                 _ => CloseKind::Reset,
@@ -493,42 +645,59 @@ impl ConnectionManager {
                     if let Some(qp) = &c.qp {
                         qp.rings.set_state(QpRingState::Error);
                     }
+                    for w in c.disconnect_waiters {
+                        let _ = w.send(Ok(()));
+                    }
                 }
             }
         }
     }
 
-    /// The earliest startup deadline.
+    /// The earliest startup deadline (maybe one that no longer holds: it is checked when
+    /// it comes).
     pub fn poll_timeout(&self) -> Option<Instant> {
-        self.conns
-            .values()
-            .filter_map(|c| c.machine.as_ref().and_then(|m| m.poll_timeout()))
-            .min()
+        self.timers.peek().map(|Reverse((t, _))| *t)
     }
 
     /// Runs the machines' timers due at `now`.
     pub fn on_timeout(&mut self, now: Instant) {
-        let due: Vec<ConnId> = self
-            .conns
-            .iter()
-            .filter(|(_, c)| {
-                c.machine
-                    .as_ref()
-                    .and_then(|m| m.poll_timeout())
-                    .is_some_and(|t| t <= now)
-            })
-            .map(|(id, _)| *id)
-            .collect();
-        for id in due {
-            if let Some(Some(m)) = self.conns.get_mut(&id).map(|c| c.machine.as_mut()) {
-                m.on_timeout(now);
+        while let Some(&Reverse((t, id))) = self.timers.peek() {
+            if t > now {
+                break;
+            }
+            self.timers.pop();
+            let Some(c) = self.conns.get_mut(&id) else {
+                continue;
+            };
+            if c.timer != Some(t) {
+                continue;
+            }
+            c.timer = None;
+            if let Some(m) = c.machine.as_mut() {
+                if m.poll_timeout().is_some_and(|d| d <= now) {
+                    m.on_timeout(now);
+                }
             }
             self.drain(id, now);
         }
     }
 
-    /// Carries out a machine's outputs.
-    fn drain(&mut self, id: ConnId, _now: Instant) {
+    /// Carries out a machine's outputs, then schedules its next deadline, or lets the
+    /// machine go once it has finished (its outcome is out).
+    fn drain(&mut self, id: ConnId, now: Instant) {
+        self.drain_outputs(id, now);
+        let Some(c) = self.conns.get_mut(&id) else {
+            return;
+        };
+        if c.machine.as_ref().is_some_and(|m| m.finished()) {
+            c.machine = None;
+            c.timer = None;
+        } else {
+            self.schedule(id);
+        }
+    }
+
+    fn drain_outputs(&mut self, id: ConnId, _now: Instant) {
         loop {
             let Some(c) = self.conns.get_mut(&id) else {
                 return;
@@ -549,19 +718,27 @@ impl ConnectionManager {
                 }),
                 Output::Event(Event::RequestReceived(r)) => {
                     let port = c.listen_port.unwrap_or(0);
-                    let tuple = c.tuple.expect("accepted connections have a tuple");
-                    let delivered = self.listeners.get(&port).is_some_and(|l| {
-                        l.requests
-                            .send(ConnRequest {
-                                conn: id,
-                                tuple,
-                                request: r,
-                            })
-                            .is_ok()
-                    });
-                    if !delivered {
+                    let Some(tuple) = c.tuple else {
+                        continue;
+                    };
+                    let delivered = match self.listeners.get(&port) {
+                        Some(l) => match l.requests.try_send(ConnRequest {
+                            conn: id,
+                            tuple,
+                            request: r,
+                        }) {
+                            Ok(()) => Ok(()),
+                            Err(TrySendError::Full(_)) => Err(&b"listener queue full"[..]),
+                            Err(TrySendError::Disconnected(_)) => Err(&b"not listening"[..]),
+                        },
+                        None => Err(&b"not listening"[..]),
+                    };
+                    if let Err(why) = delivered {
+                        if why.starts_with(b"listener queue") {
+                            self.stats.listener_overflows += 1;
+                        }
                         if let Some(Machine::Responder(m)) = c.machine.as_mut() {
-                            let _ = m.reject(Vec::new());
+                            let _ = m.reject(why.to_vec());
                         }
                     }
                 }
@@ -571,8 +748,10 @@ impl ConnectionManager {
                         let _ = m.confirm();
                     }
                 }
-                Output::Event(Event::Established(e)) => {
+                Output::Event(Event::Established(mut e)) => {
                     c.established = true;
+                    c.chunk_pending = false;
+                    self.stats.established += 1;
                     let Some(qp) = c.qp.clone() else {
                         self.send_core(CoreCmd::Close {
                             conn: id,
@@ -581,13 +760,17 @@ impl ConnectionManager {
                         continue;
                     };
                     let (config, ird, ord) = qp_config(&qp, &e);
-                    let rx_stream_pos = c.fed - e.rx_pending.len() as u64;
+                    // The octets the machine did not consume go back to the core with
+                    // their position: the core checks they end where it stopped.
+                    let rx_pending = std::mem::take(&mut e.rx_pending);
+                    let rx_stream_pos = c.fed - rx_pending.len() as u64;
                     let publish = QpPublish {
                         tx_mode: e.tx_mode,
                         tx_offset: e.tx_offset,
                         rx_mode: e.rx_mode,
                         rx_offset: e.rx_offset,
                         rx_stream_pos,
+                        rx_pending,
                         config,
                         rings: qp.rings.clone(),
                     };
@@ -608,6 +791,7 @@ impl ConnectionManager {
                     }
                 }
                 Output::Event(Event::Rejected(r)) => {
+                    c.chunk_pending = false;
                     if let Some(reply) = c.reply.take() {
                         let _ = reply.send(Err(CmError::Rejected(r)));
                     }
@@ -618,9 +802,18 @@ impl ConnectionManager {
                     });
                 }
                 Output::Event(Event::Failed(f)) => {
+                    c.chunk_pending = false;
+                    self.stats.failed += 1;
                     if let Some(reply) = c.reply.take() {
                         let _ = reply.send(Err(CmError::Startup(f)));
                     }
+                    // RFC 5044 8: MPA itself does not close after an error; the ULP (this
+                    // manager) does, after any Terminate the machine output (graceful, so
+                    // it goes out first; the core resets at the linger time).
+                    self.send_core(CoreCmd::Close {
+                        conn: id,
+                        abort: false,
+                    });
                 }
             }
         }
@@ -652,12 +845,18 @@ impl Drop for CmHandle {
 }
 
 /// Runs a [`ConnectionManager`] on a new thread named `name`, serving consumer requests
-/// and the events of the core commanded through `core`.
-pub fn spawn(name: &str, core: Sender<CoreCmd>, events: Receiver<CoreEvent>) -> CmHandle {
-    let (tx, rx) = channel::unbounded::<CmRequest>();
+/// (a channel of [`Limits::control_queue`] requests) and the events of the core commanded
+/// through `core`.
+pub fn spawn(
+    name: &str,
+    core: Sender<CoreCmd>,
+    events: Receiver<CoreEvent>,
+    limits: Limits,
+) -> CmHandle {
+    let (tx, rx) = channel::bounded::<CmRequest>(limits.control_queue);
     let thread = std::thread::Builder::new()
         .name(name.to_string())
-        .spawn(move || run(ConnectionManager::new(core), rx, events))
+        .spawn(move || run(ConnectionManager::new(core, limits), rx, events))
         .expect("spawning the control thread");
     CmHandle {
         requests: tx,
@@ -669,11 +868,16 @@ fn run(mut cm: ConnectionManager, requests: Receiver<CmRequest>, events: Receive
     loop {
         let now = Instant::now();
         cm.on_timeout(now);
-        let timeout = cm
+        let flushed = cm.flush_outbox();
+        let mut timeout = cm
             .poll_timeout()
             .map(|t| t.saturating_duration_since(now))
             .unwrap_or(Duration::from_millis(100))
             .min(Duration::from_millis(100));
+        if !flushed {
+            // The core's channel is full: look again soon.
+            timeout = timeout.min(Duration::from_micros(200));
+        }
         channel::select! {
             recv(requests) -> r => match r {
                 Ok(req) => {

@@ -8,6 +8,7 @@
 use std::net::{Ipv4Addr, SocketAddrV4};
 
 use dataplane::lcore::{Core, CoreConfig};
+use dataplane::limits::Limits;
 use dataplane::net::NetConfig;
 use dataplane::port::mem::{self, WireConfig, WireConfigError};
 use dataplane::port::Port;
@@ -72,7 +73,7 @@ pub fn tcp_config(mtu: usize) -> tcp::Config {
     }
 }
 
-fn node(port: Box<dyn Port>, addr: Ipv4Addr, tcp: tcp::Config) -> (Device, Core) {
+fn node(port: Box<dyn Port>, addr: Ipv4Addr, tcp: tcp::Config, limits: Limits) -> (Device, Core) {
     let cfg = CoreConfig {
         net: NetConfig {
             mac: port.mac(),
@@ -83,6 +84,7 @@ fn node(port: Box<dyn Port>, addr: Ipv4Addr, tcp: tcp::Config) -> (Device, Core)
         },
         tcp,
         isn_key: None,
+        limits,
     };
     verbs::open(cfg, port)
 }
@@ -94,11 +96,21 @@ pub fn pair(
     b_to_a: WireConfig,
     tcp: tcp::Config,
 ) -> Result<Pair, WireConfigError> {
+    pair_with_limits(a_to_b, b_to_a, tcp, Limits::default())
+}
+
+/// [`pair`] with both nodes' [`Limits`].
+pub fn pair_with_limits(
+    a_to_b: WireConfig,
+    b_to_a: WireConfig,
+    tcp: tcp::Config,
+    limits: Limits,
+) -> Result<Pair, WireConfigError> {
     a_to_b.validate()?;
     b_to_a.validate()?;
     let (pa, pb) = mem::link(a_to_b, b_to_a);
-    let (a, mut core_a) = node(Box::new(pa), ADDR_A, tcp.clone());
-    let (b, mut core_b) = node(Box::new(pb), ADDR_B, tcp);
+    let (a, mut core_a) = node(Box::new(pa), ADDR_A, tcp.clone(), limits);
+    let (b, mut core_b) = node(Box::new(pb), ADDR_B, tcp, limits);
     core_a.set_idle_yield(IDLE_YIELD_POLLS);
     core_b.set_idle_yield(IDLE_YIELD_POLLS);
     Ok(Pair {

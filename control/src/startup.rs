@@ -71,6 +71,9 @@ pub const DEFAULT_REQUEST_TIMEOUT: Duration = Duration::from_secs(5);
 /// Default time a peer-to-peer Responder waits for the RTR (or a 2007-dialect Responder for
 /// the Rtr Frame) after sending its Reply.
 pub const DEFAULT_RTR_TIMEOUT: Duration = Duration::from_secs(10);
+/// Default time a client-server Responder waits for the Initiator's first FPDU after its
+/// Reply.
+pub const DEFAULT_FIRST_FPDU_TIMEOUT: Duration = Duration::from_secs(10);
 /// Default STag of the zero-length RDMA Write RTR and of the Read RTR's sink and source:
 /// 1, because hardware peers (Chelsio) reject tagged segments with STag 0; Linux siw sends 1.
 pub const DEFAULT_RTR_STAG: u32 = 1;

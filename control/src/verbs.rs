@@ -27,14 +27,16 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use crossbeam::channel::{self, Receiver, RecvTimeoutError, TryRecvError};
+use crossbeam::channel::{self, Receiver, RecvTimeoutError, TryRecvError, TrySendError};
 use dataplane::lcore::{Core, CoreConfig};
+use dataplane::limits::Limits;
 use dataplane::port::Port;
 pub use dataplane::rdma::{
     Access, Completion, MemoryRegion, MrError, MrTable, RecvWr, SendOp, SendWr, Sge, WcOpcode,
     WcStatus,
 };
-use dataplane::rings::{ConnId, CqRing, QpRingState, QpRings};
+pub use dataplane::rings::{ConnId, QpRingState};
+use dataplane::rings::{CqRing, QpRings};
 
 use crate::cm::{self, CmError, CmHandle, CmRequest, ConnInfo, ConnRequest, QpSpec};
 pub use crate::startup::{AcceptParams, InitiatorConfig, ResponderConfig};
@@ -44,7 +46,12 @@ struct DeviceInner {
     cm: Mutex<CmHandle>,
     requests: channel::Sender<CmRequest>,
     next_pd: AtomicU32,
+    limits: Limits,
 }
+
+/// How long a request that must not be lost (reject, disconnect, unlisten) waits for room
+/// in the control thread's queue.
+const MUST_DELIVER: Duration = Duration::from_secs(5);
 
 /// An iWARP device: one core (its port and TCP/MPA/DDP/RDMAP engines) and its control
 /// thread. Cheap to clone.
@@ -62,12 +69,16 @@ impl std::fmt::Debug for Device {
 /// Opens a device on `port`: starts its control thread and returns the device with its
 /// [`Core`]. The caller runs the core: on a thread of its own (`loop { core.poll(); }`,
 /// see [`spawn_core`]) or interleaved with its own work in the same thread.
+///
+/// Every channel between the consumer, the control thread and the core holds at most
+/// [`Limits::control_queue`] messages (`cfg.limits`).
 pub fn open(cfg: CoreConfig, port: Box<dyn Port>) -> (Device, Core) {
+    let limits = cfg.limits;
     let mrs = Arc::new(MrTable::new());
-    let (cmd_tx, cmd_rx) = channel::unbounded();
-    let (ev_tx, ev_rx) = channel::unbounded();
+    let (cmd_tx, cmd_rx) = channel::bounded(limits.control_queue);
+    let (ev_tx, ev_rx) = channel::bounded(limits.control_queue);
     let core = Core::new(cfg, port, mrs.clone(), cmd_rx, ev_tx);
-    let handle = cm::spawn("iwarp-control", cmd_tx, ev_rx);
+    let handle = cm::spawn("iwarp-control", cmd_tx, ev_rx, limits);
     let requests = handle.requests.clone();
     let dev = Device {
         inner: Arc::new(DeviceInner {
@@ -75,6 +86,7 @@ pub fn open(cfg: CoreConfig, port: Box<dyn Port>) -> (Device, Core) {
             cm: Mutex::new(handle),
             requests,
             next_pd: AtomicU32::new(1),
+            limits,
         }),
     };
     (dev, core)
@@ -193,12 +205,30 @@ impl Device {
         &self.inner.mrs
     }
 
+    /// The caps and timeouts of the device.
+    pub fn limits(&self) -> &Limits {
+        &self.inner.limits
+    }
+
+    /// Queues a request for the control thread; refused with [`CmError::Busy`] when its
+    /// queue is full.
+    fn try_request(&self, r: CmRequest) -> Result<(), CmError> {
+        match self.inner.requests.try_send(r) {
+            Ok(()) => Ok(()),
+            Err(TrySendError::Full(_)) => Err(CmError::Busy("the control thread's queue is full")),
+            Err(TrySendError::Disconnected(_)) => Err(CmError::Shutdown),
+        }
+    }
+
+    /// Queues a request that must not be lost, waiting a bounded time for room.
     fn request(&self, r: CmRequest) {
-        let _ = self.inner.requests.send(r);
+        let _ = self.inner.requests.send_timeout(r, MUST_DELIVER);
     }
 
     /// Connects `qp` to `remote` as MPA Initiator (RFC 5044 7.1, RFC 6581). The answer
-    /// comes when the connection is in Full Operation (or failed).
+    /// comes when the connection is in Full Operation (or failed); within
+    /// [`Limits::startup_timeout`] of the connect while the core runs. [`CmError::Busy`]
+    /// when the control plane has no room for another connection now.
     pub fn connect(
         &self,
         qp: &QueuePair,
@@ -206,26 +236,31 @@ impl Device {
         cfg: InitiatorConfig,
     ) -> Pending<ConnInfo> {
         let (tx, rx) = channel::bounded(1);
-        self.request(CmRequest::Connect {
+        if let Err(e) = self.try_request(CmRequest::Connect {
             remote,
             qp: qp.spec(),
             config: Box::new(cfg),
-            reply: tx,
-        });
+            reply: tx.clone(),
+        }) {
+            let _ = tx.send(Err(e));
+        }
         Pending { rx }
     }
 
-    /// Listens on TCP port `port` as MPA Responder.
+    /// Listens on TCP port `port` as MPA Responder. At most [`Limits::listener_queue`]
+    /// connection requests wait for [`Listener::accept`] or [`Listener::reject`]; more
+    /// are rejected by the control thread ("listener queue full").
     pub fn listen(&self, port: u16, cfg: ResponderConfig) -> Result<Listener, CmError> {
         let (tx, rx) = channel::bounded(1);
-        let (req_tx, req_rx) = channel::unbounded();
-        self.request(CmRequest::Listen {
+        let (req_tx, req_rx) = channel::bounded(self.inner.limits.listener_queue);
+        self.try_request(CmRequest::Listen {
             port,
             config: Box::new(cfg),
             requests: req_tx,
             reply: tx,
-        });
-        rx.recv().unwrap_or(Err(CmError::Shutdown))?;
+        })?;
+        rx.recv_timeout(MUST_DELIVER)
+            .unwrap_or(Err(CmError::Shutdown))?;
         Ok(Listener {
             port,
             requests: req_rx,
@@ -233,10 +268,17 @@ impl Device {
         })
     }
 
-    /// Closes the connection `conn` (gracefully: queued work goes out first; the QP then
-    /// flushes).
-    pub fn disconnect(&self, conn: ConnId) {
-        self.request(CmRequest::Disconnect { conn });
+    /// Closes the connection `conn` gracefully: queued work goes out first, then a FIN;
+    /// the QP flushes. The answer comes when the connection is gone from its core (both
+    /// FINs acknowledged, or reset at [`Limits::linger`]); a process should wait for it
+    /// before it exits, so that the peer's FIN is acknowledged.
+    pub fn disconnect(&self, conn: ConnId) -> Pending<()> {
+        let (tx, rx) = channel::bounded(1);
+        self.request(CmRequest::Disconnect {
+            conn,
+            reply: Some(tx),
+        });
+        Pending { rx }
     }
 
     /// Stops the control thread. Called when the last handle is dropped.
@@ -281,12 +323,14 @@ impl Listener {
         params: AcceptParams,
     ) -> Pending<ConnInfo> {
         let (tx, rx) = channel::bounded(1);
-        self.dev.request(CmRequest::Accept {
+        if let Err(e) = self.dev.try_request(CmRequest::Accept {
             conn: req.conn,
             qp: qp.spec(),
             params,
-            reply: tx,
-        });
+            reply: tx.clone(),
+        }) {
+            let _ = tx.send(Err(e));
+        }
         Pending { rx }
     }
 
@@ -501,19 +545,19 @@ impl QueuePair {
         self.rings.state()
     }
 
-    /// Posts a send-queue work request (Send, RDMA Write, RDMA Read).
+    /// Posts a send-queue work request (Send, RDMA Write, RDMA Read) and rings the core.
     pub fn post_send(&self, wr: SendWr) -> Result<(), PostError> {
         if self.rings.state() == QpRingState::Error {
             return Err(PostError::QpError);
         }
-        self.rings.sq.push(wr).map_err(|_| PostError::QueueFull)
+        self.rings.post_send(wr).map_err(|_| PostError::QueueFull)
     }
 
-    /// Posts a receive buffer.
+    /// Posts a receive buffer and rings the core.
     pub fn post_recv(&self, wr: RecvWr) -> Result<(), PostError> {
         if self.rings.state() == QpRingState::Error {
             return Err(PostError::QpError);
         }
-        self.rings.rq.push(wr).map_err(|_| PostError::QueueFull)
+        self.rings.post_recv(wr).map_err(|_| PostError::QueueFull)
     }
 }

@@ -449,10 +449,10 @@ fn responder_sends_no_fpdu_before_first_fpdu_received() {
     let f = fpdu(FpduMode::CRC_ONLY, &send_ulpdu(1, FIRST_MESSAGE));
     r.on_data(&f[..f.len() - 1], Instant::now());
     assert!(drain_r(&mut r).is_empty());
-    r.on_timeout(Instant::now() + Duration::from_secs(3600));
+    r.on_timeout(Instant::now() + Duration::from_secs(9));
     assert!(
         drain_r(&mut r).is_empty(),
-        "no client-server first-FPDU timeout by default"
+        "the client-server first-FPDU wait is 10 s by default"
     );
     r.on_data(&f[f.len() - 1..], Instant::now());
     let outs = drain_r(&mut r);
@@ -464,6 +464,24 @@ fn responder_sends_no_fpdu_before_first_fpdu_received() {
         ulpdus_at(e.deframer(), &e.rx_pending),
         vec![send_ulpdu(1, FIRST_MESSAGE)]
     );
+}
+
+#[test]
+fn responder_first_fpdu_wait_times_out_by_default_without_sending() {
+    // A client-server Initiator that never sends its first FPDU does not hold the
+    // connection: the wait ends after 10 s with a close and nothing sent (rule 4).
+    let (mut r, _) = accepted_responder(
+        &frame(&REQUEST_KEY, "40 01 00 00"),
+        ResponderConfig::default(),
+    );
+    assert!(r.poll_timeout().is_some());
+    r.on_timeout(Instant::now() + Duration::from_secs(11));
+    let outs = drain_r(&mut r);
+    assert!(sent(&outs).is_empty());
+    assert!(outs.contains(&Output::Close), "{outs:?}");
+    assert!(outs
+        .iter()
+        .any(|o| matches!(o, Output::Event(Event::Failed(_)))));
 }
 
 #[test]

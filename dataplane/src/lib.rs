@@ -23,6 +23,7 @@
 pub mod crc;
 pub mod ddp;
 pub mod lcore;
+pub mod limits;
 pub mod mpa;
 pub mod net;
 pub mod port;

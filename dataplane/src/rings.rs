@@ -5,13 +5,26 @@
 //!   completion queues ([`CqRing`]) are bounded lock-free rings in shared memory
 //!   (`crossbeam::queue::ArrayQueue`). Posting a work request or polling a completion is
 //!   a compare-and-swap, never a system call.
-//! * Control thread ↔ core: [`CoreCmd`] and [`CoreEvent`] travel through channels. They
-//!   carry connection management and the streaming-mode octets of the MPA startup, and end
-//!   with [`CoreCmd::Publish`], which hands an established QP to the core.
+//! * Control thread ↔ core: [`CoreCmd`] and [`CoreEvent`] travel through bounded channels
+//!   ([`Limits::control_queue`](crate::limits::Limits::control_queue)). They carry
+//!   connection management and the streaming-mode octets of the MPA startup, and end with
+//!   [`CoreCmd::Publish`], which hands an established QP to the core.
+//! * Doorbells: a QP's consumer rings its core ([`QpRings::ring`]) after posting, so a
+//!   core looks only at the QPs that have work, never at every QP on every poll.
+//!
+//! # The startup octets have one owner at a time
+//!
+//! Before FPDU mode the core hands received octets to the control thread one chunk at a
+//! time ([`CoreEvent::Data`]) and hands out nothing more until the control thread answers:
+//! [`CoreCmd::Read`] (the startup machine consumed the chunk and wants more),
+//! [`CoreCmd::Publish`] (FPDU mode starts; the octets the machine did not consume come
+//! back in [`QpPublish::rx_pending`], with their stream position), or [`CoreCmd::Close`].
+//! So an octet is in TCP's receive buffer, or with the control thread, or back with the
+//! core, never in two places; the core keeps no copy and replays nothing.
 
 use std::net::SocketAddrV4;
-use std::sync::atomic::{AtomicU8, Ordering};
-use std::sync::Arc;
+use std::sync::atomic::{fence, AtomicBool, AtomicU8, Ordering};
+use std::sync::{Arc, OnceLock};
 
 use crossbeam::queue::ArrayQueue;
 
@@ -84,6 +97,9 @@ pub enum QpRingState {
     Error = 2,
 }
 
+/// A core's doorbell ring: the tokens of the QPs that have new work requests.
+pub type Doorbells = ArrayQueue<u64>;
+
 /// The work queues of one QP, shared by its consumer and its core.
 #[derive(Debug)]
 pub struct QpRings {
@@ -98,6 +114,10 @@ pub struct QpRings {
     /// Where receive completions go.
     pub recv_cq: Arc<CqRing>,
     state: AtomicU8,
+    /// The core's doorbell ring and this QP's token there, once published.
+    bell: OnceLock<(Arc<Doorbells>, u64)>,
+    /// A token of this QP is in the doorbell ring and not yet taken.
+    rung: AtomicBool,
 }
 
 impl QpRings {
@@ -116,7 +136,51 @@ impl QpRings {
             send_cq,
             recv_cq,
             state: AtomicU8::new(QpRingState::Init as u8),
+            bell: OnceLock::new(),
+            rung: AtomicBool::new(false),
         }
+    }
+
+    /// Posts a send work request and rings the core; gives it back when the queue is full.
+    pub fn post_send(&self, wr: SendWr) -> Result<(), SendWr> {
+        self.sq.push(wr)?;
+        self.ring();
+        Ok(())
+    }
+
+    /// Posts a receive work request and rings the core; gives it back when the queue is
+    /// full.
+    pub fn post_recv(&self, wr: RecvWr) -> Result<(), RecvWr> {
+        self.rq.push(wr)?;
+        self.ring();
+        Ok(())
+    }
+
+    /// Tells the core this QP has work (after pushing to `sq` or `rq` directly). Before
+    /// the QP is published there is no core to tell: publication takes what is queued.
+    pub fn ring(&self) {
+        // Orders the push before the doorbell checks, against the core's attach or
+        // re-arm before it drains (the store-load pattern needs a full fence each side).
+        fence(Ordering::SeqCst);
+        if let Some((bells, token)) = self.bell.get() {
+            if !self.rung.swap(true, Ordering::AcqRel) && bells.push(*token).is_err() {
+                // Cannot happen (the ring holds a token per QP); stay ringable.
+                self.rung.store(false, Ordering::Release);
+            }
+        }
+    }
+
+    /// The core publishes the QP: from now on posts ring `bells` with `token`.
+    pub fn attach_doorbell(&self, bells: Arc<Doorbells>, token: u64) {
+        let _ = self.bell.set((bells, token));
+        fence(Ordering::SeqCst);
+    }
+
+    /// The core took this QP's token: posts from now on ring again. Call before draining
+    /// the queues.
+    pub fn rearm_doorbell(&self) {
+        self.rung.store(false, Ordering::SeqCst);
+        fence(Ordering::SeqCst);
     }
 
     /// The state the core last published.
@@ -149,6 +213,10 @@ pub struct QpPublish {
     /// TCP receive stream offset (0 = first octet after the SYN) where FPDU mode begins:
     /// the first octet the startup machine did not consume.
     pub rx_stream_pos: u64,
+    /// The octets from `rx_stream_pos` on that the control thread holds (received in
+    /// FPDU mode, not consumed by the startup machine): the core deframes them first.
+    /// `rx_stream_pos + rx_pending.len()` is every octet the core handed out.
+    pub rx_pending: Vec<u8>,
     /// The QP's parameters (negotiated IRD/ORD, next MSNs).
     pub config: QpConfig,
     /// The consumer's rings.
@@ -174,6 +242,11 @@ pub enum CoreCmd {
         conn: ConnId,
         /// Where to.
         remote: SocketAddrV4,
+    },
+    /// The startup machine consumed the last [`CoreEvent::Data`] and wants more octets.
+    Read {
+        /// Connection.
+        conn: ConnId,
     },
     /// Write these octets (one record: an MPA startup frame or an FPDU the startup
     /// machine built) to the connection in streaming mode.
@@ -212,6 +285,37 @@ pub enum CloseReason {
     Local,
     /// The connect attempt failed (no route, no port).
     Unreachable,
+    /// The MPA startup did not reach FPDU mode within
+    /// [`Limits::startup_timeout`](crate::limits::Limits::startup_timeout): reset.
+    StartupTimeout,
+    /// The peer sent more octets before FPDU mode than MPA allows
+    /// ([`Limits::startup_octets`](crate::limits::Limits::startup_octets)): reset.
+    StartupOverflow,
+    /// A graceful close did not complete within
+    /// [`Limits::linger`](crate::limits::Limits::linger): reset.
+    LingerExpired,
+    /// No room for the connection (the core holds
+    /// [`Limits::max_connections`](crate::limits::Limits::max_connections), or its
+    /// control channel is full): refused.
+    Refused,
+}
+
+impl std::fmt::Display for CloseReason {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            CloseReason::PeerClosed => "closed by the peer",
+            CloseReason::Reset => "reset by the peer",
+            CloseReason::TimedOut => {
+                "timed out (retransmissions, or no progress for the user timeout)"
+            }
+            CloseReason::Local => "closed locally",
+            CloseReason::Unreachable => "peer unreachable",
+            CloseReason::StartupTimeout => "MPA startup took longer than the startup timeout",
+            CloseReason::StartupOverflow => "the peer sent more before FPDU mode than MPA allows",
+            CloseReason::LingerExpired => "graceful close took longer than the linger time: reset",
+            CloseReason::Refused => "refused: connection limit reached or control plane busy",
+        })
+    }
 }
 
 /// An event from a core to the control thread.
@@ -231,14 +335,16 @@ pub enum CoreEvent {
         /// Its 4-tuple.
         tuple: FourTuple,
     },
-    /// Octets received in streaming mode (before [`CoreCmd::Publish`]), in order.
+    /// Octets received in streaming mode (before [`CoreCmd::Publish`]), in order. The
+    /// core sends no more until it gets [`CoreCmd::Read`] (see the module docs).
     Data {
         /// Connection.
         conn: ConnId,
         /// Octets.
         bytes: Vec<u8>,
     },
-    /// The peer's FIN arrived in streaming mode.
+    /// The peer's FIN arrived in streaming mode (after every octet before it went out in
+    /// [`CoreEvent::Data`]).
     PeerFin {
         /// Connection.
         conn: ConnId,

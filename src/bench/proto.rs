@@ -8,22 +8,44 @@
 //!   server's buffer.
 //! * [`ServerResult`], a Send from the server after the last size: the octets it checked
 //!   and how many were wrong, so a client sees a verification failure of the far end.
+//! * During a run, Sends of fixed lengths: the server's *ready* for each size (0 octets),
+//!   its credit grants ([`CREDIT_LEN`], the count as a `u64`), the client's *done* at the
+//!   end of each size ([`DONE_LEN`], the number of messages it sent, for tests where the
+//!   server cannot count them itself; 0 octets otherwise).
 //!
 //! All integers are big-endian (network order). Every message starts with an 8-octet
-//! magic whose last octet is the protocol version.
+//! magic whose last octet is the protocol version (2: write-bw `--verify` returns each
+//! slot to the client once checked; reads come from moving offsets).
 
 use std::time::Duration;
 
 use super::{Length, Test};
 
 /// Magic and version of the Request's private data.
-pub const HELLO_MAGIC: [u8; 8] = *b"iwbench\x01";
+pub const HELLO_MAGIC: [u8; 8] = *b"iwbench\x02";
 /// Magic and version of the Reply's private data.
-pub const BUFFER_MAGIC: [u8; 8] = *b"iwbuffr\x01";
+pub const BUFFER_MAGIC: [u8; 8] = *b"iwbuffr\x02";
 /// Magic and version of the result Send.
-pub const RESULT_MAGIC: [u8; 8] = *b"iwreslt\x01";
+pub const RESULT_MAGIC: [u8; 8] = *b"iwreslt\x02";
 /// Length of [`ServerResult`] on the wire.
 pub const RESULT_LEN: usize = 24;
+/// Longest reason a server puts in an MPA Reject's private data (512 octets less the
+/// RFC 6581 enhanced word).
+pub const MAX_REJECT_REASON: usize = 508;
+/// Length of a credit grant (a `u64` count).
+pub const CREDIT_LEN: usize = 8;
+/// Length of a *done* that carries a count (a `u64`).
+pub const DONE_LEN: usize = 8;
+
+/// A count as a credit grant or *done* carries it.
+pub fn encode_count(n: u64) -> [u8; 8] {
+    n.to_be_bytes()
+}
+
+/// The count of a credit grant or *done*.
+pub fn decode_count(b: &[u8]) -> Option<u64> {
+    Some(u64::from_be_bytes(b.try_into().ok()?))
+}
 /// Fixed part of a [`Hello`].
 const HELLO_FIXED: usize = 44;
 /// Most sizes a [`Hello`] carries: its private data must fit in 508 octets (512 less the
@@ -134,6 +156,13 @@ impl Hello {
 
     /// Parses the private data of a Request; every field is checked.
     pub fn decode(b: &[u8]) -> Result<Hello, ProtoError> {
+        if b.len() >= 8 && b[..7] == HELLO_MAGIC[..7] && b[7] != HELLO_MAGIC[7] {
+            return Err(ProtoError(format!(
+                "`iwarp bench` protocol version {} (this server speaks {}): use the same \
+                 iwarp on both ends",
+                b[7], HELLO_MAGIC[7]
+            )));
+        }
         if b.len() < HELLO_FIXED || b[..8] != HELLO_MAGIC {
             return Err(ProtoError(
                 "the MPA Request's private data is not an `iwarp bench` hello".into(),
@@ -173,6 +202,14 @@ impl Hello {
                 "message size {s} above {}",
                 super::MAX_SIZE
             )));
+        }
+        if test.is_send() {
+            if let Some(s) = sizes.iter().find(|&&s| s == 0) {
+                return Err(ProtoError(format!(
+                    "{} needs sizes of at least 1 (got {s}): zero-length Sends are its control",
+                    test.name()
+                )));
+            }
         }
         if test == Test::WriteLat && client_sink.is_none() {
             return Err(ProtoError("write-lat without the client's buffer".into()));

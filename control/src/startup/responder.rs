@@ -12,7 +12,8 @@ use super::{
     fpdu_modes, frame_ulpdu, ApiError, CloseKind, Dialect, EnhancedData, Established, Event,
     Failure, FirstFpduProbe, FpduMode, FrameKind, IrdOrd, MpaErrorCode, Output, Outputs, QueueMsns,
     Rejected, RequestReceived, Role, RtrType, RtrTypes, StartupError, StartupFrame, Waiting,
-    DEFAULT_REQUEST_TIMEOUT, DEFAULT_RTR_PREFERENCE, DEFAULT_RTR_TIMEOUT,
+    DEFAULT_FIRST_FPDU_TIMEOUT, DEFAULT_REQUEST_TIMEOUT, DEFAULT_RTR_PREFERENCE,
+    DEFAULT_RTR_TIMEOUT,
 };
 use crate::wire::{self, Ulpdu};
 
@@ -46,7 +47,8 @@ pub struct ResponderConfig {
     /// without a Terminate (RFC 5044 7.1.2 rule 4 forbids any FPDU before one is received).
     pub rtr_timeout: Option<Duration>,
     /// Time a client-server Responder waits for the Initiator's first FPDU (a ULP message,
-    /// whose timing is the ULP's). Default `None`.
+    /// whose timing is the ULP's; RFC 5044 gives no bound, but a peer that never sends it
+    /// must not hold the connection forever). Default 10 s.
     pub first_fpdu_timeout: Option<Duration>,
     /// Echo the Request's reserved bits in the Reply (siw does). Default off: RFC 5044
     /// "MUST be set to zero when sending".
@@ -71,7 +73,7 @@ impl Default for ResponderConfig {
             rtr_frame: true,
             request_timeout: Some(DEFAULT_REQUEST_TIMEOUT),
             rtr_timeout: Some(DEFAULT_RTR_TIMEOUT),
-            first_fpdu_timeout: None,
+            first_fpdu_timeout: Some(DEFAULT_FIRST_FPDU_TIMEOUT),
             echo_reserved_bits: false,
             min_rev: 0,
             max_rev: REV_2,

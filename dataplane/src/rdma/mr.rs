@@ -16,18 +16,24 @@
 //! [`MemoryRegion::write_last_visible_last`] provides exactly that (Release on the word
 //! holding the final octet), and [`MemoryRegion::load_u8_acquire`] is its reading side.
 //!
-//! An STag is a 24-bit index and an 8-bit key (`index << 8 | key`). [`MrTable`] hands out
-//! indices from 1 up (so STags 0 and 1, the latter used by RFC 6581 RTRs, are never
-//! issued) and rotates the key each time an index is reused, so a stale STag does not
-//! match a new region.
+//! An STag is a 24-bit index and an 8-bit key (`index << 8 | key`). [`MrTable`] draws
+//! both at random from a generator seeded by the operating system (ChaCha12), so a peer
+//! that learns some STags cannot guess another (the ReDMArk attacks, USENIX Security
+//! 2021, guess STags that count up); index 0 is never used (so STags 0 and 1, the latter
+//! used by RFC 6581 RTRs, are never issued), and a stale STag matches a new region with
+//! probability 2^-32.
 //!
 //! Nothing here panics on bad offsets or lengths: every access is checked and returns
 //! [`MrError`].
 
+use std::collections::HashMap;
 use std::fmt;
 use std::ops::BitOr;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, RwLock};
+
+use rand::rngs::{StdRng, SysRng};
+use rand::{RngExt, SeedableRng};
 
 /// Access rights of a memory region (a bit set).
 #[derive(Clone, Copy, PartialEq, Eq, Hash, Default)]
@@ -422,31 +428,60 @@ impl MemoryRegion {
 }
 
 /// The table of registered regions, shared by the consumer and the core through an `Arc`.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct MrTable {
     inner: RwLock<Slots>,
 }
 
-#[derive(Debug, Default)]
+#[derive(Debug)]
 struct Slots {
-    /// Indexed by STag index; index 0 is never used.
-    regions: Vec<Option<Arc<MemoryRegion>>>,
-    /// The key the next registration of each index uses.
-    next_key: Vec<u8>,
-    /// Free indices.
-    free: Vec<u32>,
+    /// By STag index (never 0).
+    regions: HashMap<u32, Arc<MemoryRegion>, foldhash::fast::RandomState>,
+    rng: StdRng,
 }
 
 /// The largest STag index (24 bits).
 pub const MAX_STAG_INDEX: u32 = 0x00FF_FFFF;
 
+impl Default for MrTable {
+    fn default() -> Self {
+        MrTable::new()
+    }
+}
+
 impl MrTable {
-    /// An empty table.
+    /// An empty table with a generator seeded by the operating system.
     pub fn new() -> MrTable {
-        MrTable::default()
+        let rng = StdRng::try_from_rng(&mut SysRng).unwrap_or_else(|_| {
+            // No OS randomness (should not happen on Linux): fall back to std's
+            // randomly keyed hasher, still unpredictable from outside the process.
+            let h = std::collections::hash_map::RandomState::new();
+            let mut seed = [0u8; 32];
+            for (i, c) in seed.chunks_mut(8).enumerate() {
+                c.copy_from_slice(&std::hash::BuildHasher::hash_one(&h, i).to_le_bytes());
+            }
+            StdRng::from_seed(seed)
+        });
+        MrTable::with_rng(rng)
     }
 
-    /// Registers a zeroed region of `len` octets whose first octet has TO `base_to`.
+    /// An empty table whose STags come from a generator with this seed (reproducible
+    /// tests only: production tables use [`MrTable::new`]).
+    pub fn with_seed(seed: [u8; 32]) -> MrTable {
+        MrTable::with_rng(StdRng::from_seed(seed))
+    }
+
+    fn with_rng(rng: StdRng) -> MrTable {
+        MrTable {
+            inner: RwLock::new(Slots {
+                regions: HashMap::default(),
+                rng,
+            }),
+        }
+    }
+
+    /// Registers a zeroed region of `len` octets whose first octet has TO `base_to`, under
+    /// a fresh random STag.
     pub fn register(
         &self,
         pd: u32,
@@ -455,47 +490,28 @@ impl MrTable {
         access: Access,
     ) -> Result<Arc<MemoryRegion>, MrError> {
         let mut s = self.inner.write().unwrap_or_else(|e| e.into_inner());
-        if s.regions.is_empty() {
-            s.regions.push(None);
-            s.next_key.push(0);
+        if s.regions.len() >= MAX_STAG_INDEX as usize / 2 {
+            // Half the index space in use: random draws would start to collide often.
+            return Err(MrError::NoStag);
         }
-        let index = match s.free.pop() {
-            Some(i) => i,
-            None => {
-                let i = u32::try_from(s.regions.len()).map_err(|_| MrError::NoStag)?;
-                if i > MAX_STAG_INDEX {
-                    return Err(MrError::NoStag);
-                }
-                s.regions.push(None);
-                // Start keys at different values so STags do not look alike.
-                s.next_key.push((i as u8).wrapping_mul(37));
-                i
+        let index = loop {
+            let i = s.rng.random_range(1..=MAX_STAG_INDEX);
+            if !s.regions.contains_key(&i) {
+                break i;
             }
         };
-        let iu = index as usize;
-        let key = s.next_key.get(iu).copied().unwrap_or(0);
+        let key: u8 = s.rng.random();
         let stag = (index << 8) | u32::from(key);
-        let mr = match MemoryRegion::new(stag, pd, base_to, len, access) {
-            Ok(mr) => Arc::new(mr),
-            Err(e) => {
-                s.free.push(index);
-                return Err(e);
-            }
-        };
-        if let Some(slot) = s.regions.get_mut(iu) {
-            *slot = Some(mr.clone());
-        }
-        if let Some(k) = s.next_key.get_mut(iu) {
-            *k = key.wrapping_add(1);
-        }
+        let mr = Arc::new(MemoryRegion::new(stag, pd, base_to, len, access)?);
+        s.regions.insert(index, mr.clone());
         Ok(mr)
     }
 
     /// The region with this STag (index and key), valid or not.
     pub fn lookup(&self, stag: u32) -> Option<Arc<MemoryRegion>> {
         let s = self.inner.read().unwrap_or_else(|e| e.into_inner());
-        match s.regions.get((stag >> 8) as usize) {
-            Some(Some(mr)) if mr.stag == stag => Some(mr.clone()),
+        match s.regions.get(&(stag >> 8)) {
+            Some(mr) if mr.stag == stag => Some(mr.clone()),
             _ => None,
         }
     }
@@ -505,14 +521,10 @@ impl MrTable {
     pub fn deregister(&self, stag: u32) -> bool {
         let mut s = self.inner.write().unwrap_or_else(|e| e.into_inner());
         let index = stag >> 8;
-        let Some(slot) = s.regions.get_mut(index as usize) else {
-            return false;
-        };
-        match slot {
+        match s.regions.get(&index) {
             Some(mr) if mr.stag == stag => {
                 mr.invalidate();
-                *slot = None;
-                s.free.push(index);
+                s.regions.remove(&index);
                 true
             }
             _ => false,
@@ -537,7 +549,7 @@ impl MrTable {
     /// How many regions are registered.
     pub fn len(&self) -> usize {
         let s = self.inner.read().unwrap_or_else(|e| e.into_inner());
-        s.regions.iter().filter(|r| r.is_some()).count()
+        s.regions.len()
     }
 
     /// Whether no region is registered.
@@ -576,14 +588,46 @@ mod tests {
         assert!(!t.deregister(old));
         assert!(!a.is_valid());
         let b = t.register(1, 0, 8, Access::empty()).unwrap();
-        assert_eq!(b.stag() >> 8, old >> 8, "index reused");
-        assert_ne!(b.stag(), old, "key rotated");
+        assert_ne!(b.stag(), old, "a fresh STag");
         assert!(t.lookup(old).is_none());
         assert_eq!(t.invalidate(b.stag(), 2), Err(MrError::PdMismatch));
         assert_eq!(t.invalidate(b.stag(), 1), Ok(()));
         assert_eq!(t.invalidate(b.stag(), 1), Err(MrError::Invalidated));
         assert_eq!(t.invalidate(0x7777_7700, 1), Err(MrError::InvalidStag));
         assert_eq!(t.len(), 1);
+    }
+
+    #[test]
+    fn stags_are_unpredictable_and_unique() {
+        let a = MrTable::new();
+        let b = MrTable::new();
+        let sa: Vec<u32> = (0..64)
+            .map(|_| a.register(1, 0, 1, Access::empty()).unwrap().stag())
+            .collect();
+        let sb: Vec<u32> = (0..64)
+            .map(|_| b.register(1, 0, 1, Access::empty()).unwrap().stag())
+            .collect();
+        assert_ne!(sa, sb, "two tables draw different STags");
+        let mut u = sa.clone();
+        u.sort_unstable();
+        u.dedup();
+        assert_eq!(u.len(), sa.len());
+        assert!(sa.iter().all(|s| s >> 8 != 0));
+        // Neither counting up nor evenly spaced: consecutive differences vary.
+        let d: std::collections::HashSet<u32> =
+            sa.windows(2).map(|w| w[1].wrapping_sub(w[0])).collect();
+        assert!(d.len() > 60, "differences {d:?}");
+        // The index space is spread: the high index bit is set about half the time.
+        let high = sa.iter().filter(|s| *s & 0x8000_0000 != 0).count();
+        assert!((10..=54).contains(&high), "{high} of 64 with the high bit");
+        // Seeded tables repeat (for tests).
+        let x = MrTable::with_seed([7; 32])
+            .register(1, 0, 1, Access::empty())
+            .unwrap();
+        let y = MrTable::with_seed([7; 32])
+            .register(1, 0, 1, Access::empty())
+            .unwrap();
+        assert_eq!(x.stag(), y.stag());
     }
 
     #[test]

@@ -291,6 +291,19 @@ impl std::fmt::Display for PostError {
 
 impl std::error::Error for PostError {}
 
+impl PostError {
+    /// The completion status of a work request refused for this reason.
+    pub fn status(self) -> WcStatus {
+        match self {
+            PostError::BadLength => WcStatus::LocalLengthError,
+            PostError::LocalProtection(_) | PostError::ReadNotAllowed => {
+                WcStatus::LocalProtectionError
+            }
+            PostError::InvalidState | PostError::QueueFull => WcStatus::Flushed,
+        }
+    }
+}
+
 /// Counters.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
 pub struct QpStats {
@@ -384,6 +397,9 @@ struct RecvEntry {
     mr: Option<Arc<MemoryRegion>>,
     off: usize,
     len: usize,
+    /// Refused at posting (its buffer failed the checks): the Send that takes it fails
+    /// with this status, as a verbs provider reports a bad receive in its turn.
+    refused: Option<WcStatus>,
 }
 
 /// Which work request a failure is about.
@@ -569,7 +585,63 @@ impl Qp {
             mr,
             off,
             len: wr.local.len as usize,
+            refused: None,
         });
+        Ok(())
+    }
+
+    /// Takes a send work request so that it completes in posting order whatever happens
+    /// to it: one refused at posting (bad buffer, Read without ORD, QP not in RTS)
+    /// completes in error in its turn, after every request posted before it. Gives the
+    /// request back only when the send queue is full (post it again later).
+    pub fn submit_send(&mut self, wr: SendWr) -> Result<(), SendWr> {
+        let e = match self.post_send(wr) {
+            Ok(()) => return Ok(()),
+            Err(PostError::QueueFull) => return Err(wr),
+            Err(e) => e,
+        };
+        let opcode = match wr.op {
+            SendOp::Write { .. } => WcOpcode::Write,
+            SendOp::Read { .. } => WcOpcode::Read,
+            _ => WcOpcode::Send,
+        };
+        let seq = self.next_seq;
+        self.next_seq += 1;
+        self.slots.push_back(SqSlot {
+            seq,
+            wr_id: wr.wr_id,
+            opcode,
+            signaled: true,
+            byte_len: 0,
+            started: false,
+            done: Some((e.status(), None)),
+        });
+        self.release_slots();
+        Ok(())
+    }
+
+    /// Takes a receive work request so that it completes in posting order: one whose
+    /// buffer is refused completes in error when a Send reaches it (and that Send fails,
+    /// as with a verbs provider); one posted to a QP out of RTS completes flushed at once
+    /// (everything before it has been flushed). Gives the request back only when the
+    /// receive queue is full.
+    pub fn submit_recv(&mut self, wr: RecvWr) -> Result<(), RecvWr> {
+        let e = match self.post_recv(wr) {
+            Ok(()) => return Ok(()),
+            Err(PostError::QueueFull) => return Err(wr),
+            Err(e) => e,
+        };
+        if e == PostError::InvalidState {
+            self.recv_completion(wr.wr_id, WcStatus::Flushed, 0, false, None, None);
+        } else {
+            self.rq.push_back(RecvEntry {
+                wr_id: wr.wr_id,
+                mr: None,
+                off: 0,
+                len: 0,
+                refused: Some(e.status()),
+            });
+        }
         Ok(())
     }
 
@@ -1209,6 +1281,14 @@ impl Qp {
                 Involved::None,
             );
         };
+        if let Some(status) = rv.refused {
+            // The receive was refused at posting: the Send that reaches it fails here.
+            return self.fail(
+                TermError::Rdmap(RdmapError::LOCAL_CATASTROPHIC),
+                None,
+                Involved::Recv(status),
+            );
+        }
         let end = u64::from(h.mo) + data.len() as u64;
         if end > u64::from(u32::MAX) {
             return self.fail(
@@ -1289,6 +1369,11 @@ impl Qp {
             return self.flush(err, Involved::OldestStarted(WcStatus::TransportError));
         }
         self.fail(err, None, Involved::OldestStarted(WcStatus::TransportError));
+    }
+
+    /// Whether a completion waits.
+    pub fn has_completion(&self) -> bool {
+        !self.cq.is_empty()
     }
 
     /// The next completion.

@@ -168,6 +168,9 @@ pub struct Connection {
     rtx_deadline: Option<u64>,
     retries: u32,
     persist_deadline: Option<u64>,
+    /// USER TIMEOUT (RFC 9293 3.8.3, RFC 5482): when data or our FIN has waited this
+    /// long for an acknowledgment that advances SND.UNA, the connection is aborted.
+    progress_deadline: Option<u64>,
     persist_backoff: u32,
     persist_force: bool,
     probe_pending: bool,
@@ -195,13 +198,19 @@ pub struct Connection {
     scratch: Vec<u8>,
 }
 
+/// The window scale (RFC 7323 2.3) that lets a window of `rcv_buf` octets be advertised.
+pub(crate) fn recv_window_scale(rcv_buf: usize) -> u8 {
+    let mut s = 0u8;
+    while s < 14 && (rcv_buf >> s) > 65535 {
+        s += 1;
+    }
+    s
+}
+
 impl Connection {
     fn blank(cfg: Config, tuple: FourTuple, isn: &IsnGenerator, now: u64) -> Self {
         let rcv_buf = cfg.recv_buffer.clamp(1, 1 << 30);
-        let mut rcv_wscale = 0u8;
-        while rcv_wscale < 14 && (rcv_buf >> rcv_wscale) > 65535 {
-            rcv_wscale += 1;
-        }
+        let rcv_wscale = recv_window_scale(rcv_buf);
         let emss = cfg.mtu.saturating_sub(IP_TCP_HEADERS).max(MIN_PEER_MSS);
         let rtt = RttEstimator::new(
             dur_us(cfg.rto_initial),
@@ -256,6 +265,7 @@ impl Connection {
             rtx_deadline: None,
             retries: 0,
             persist_deadline: None,
+            progress_deadline: None,
             persist_backoff: 0,
             persist_force: false,
             probe_pending: false,
@@ -310,6 +320,41 @@ impl Connection {
         c.absorb_syn(syn);
         c.stats.segments_received += 1;
         Some(c)
+    }
+
+    /// Passive open from a SYN cookie ([`super::cookie`]): the connection the SYN-ACK of
+    /// `c` would have made, fed the `ack` that completes the handshake. `None` if that
+    /// ACK does not take it to ESTABLISHED (it is then answered with a RST by the caller).
+    pub(crate) fn accept_cookie(
+        cfg: Config,
+        tuple: FourTuple,
+        isn: &IsnGenerator,
+        now: Instant,
+        c: &super::cookie::CookieSyn,
+        ack: &TcpRepr,
+    ) -> Option<Self> {
+        let syn = TcpRepr {
+            control: TcpControl::Syn,
+            seq_number: c.irs,
+            ack_number: None,
+            window_len: 0,
+            window_scale: c.window_scale,
+            max_seg_size: Some(c.mss),
+            sack_permitted: c.sack_permitted,
+            timestamp: ack
+                .timestamp
+                .filter(|_| c.timestamps)
+                .map(|t| TcpTimestampRepr::new(t.tsval, 0)),
+            ..super::bare_repr(tuple.remote_port, tuple.local_port, TcpControl::Syn, c.irs)
+        };
+        let mut conn = Self::accept(cfg, tuple, isn, now, &syn)?;
+        conn.iss = c.iss;
+        // Our SYN-ACK went out (statelessly): SND.NXT and SND.MAX are past it, and nothing
+        // is timed or retransmitted.
+        conn.snd_nxt = 1;
+        conn.snd_max = 1;
+        conn.on_segment(now, ack);
+        (conn.state != State::SynReceived && conn.state != State::Closed).then_some(conn)
     }
 
     // ------------------------------------------------------------------ accessors
@@ -425,6 +470,36 @@ impl Connection {
     /// Records queued and not yet wholly acknowledged.
     pub fn send_queue_records(&self) -> usize {
         self.sendq.records()
+    }
+
+    /// In TIME-WAIT: what the tuple needs for the rest of its 2 MSL
+    /// ([`TimeWait`](super::TimeWait)), so that the connection itself can be dropped.
+    pub fn time_wait(&self) -> Option<super::TimeWait> {
+        if self.state != State::TimeWait {
+            return None;
+        }
+        let window = (self.free_space() >> self.rcv_wscale).min(65535) as u16;
+        Some(super::TimeWait {
+            tuple: self.tuple,
+            snd_nxt: seq_at(self.iss, self.snd_nxt),
+            rcv_nxt: seq_at(self.irs, self.rcv_nxt),
+            window,
+            ts: self.ts_ok.then_some((
+                self.ts_offset,
+                dur_us(self.cfg.ts_tick).max(1),
+                self.ts_recent,
+            )),
+            deadline: instant(self.time_wait_deadline.unwrap_or(self.now)),
+            two_msl: self.cfg.msl * 2,
+        })
+    }
+
+    /// Gives memory back: buffers grown for a burst and empty now are shrunk (an idle
+    /// connection keeps little).
+    pub fn shrink_buffers(&mut self) {
+        self.recv.shrink();
+        self.sendq.shrink();
+        self.scratch = Vec::new();
     }
 
     /// In-order octets received and not yet taken with [`Connection::recv`].
@@ -566,6 +641,7 @@ impl Connection {
         self.state = State::Closed;
         self.rtx_deadline = None;
         self.persist_deadline = None;
+        self.progress_deadline = None;
         self.time_wait_deadline = None;
         self.ack = AckState::Idle;
         self.acks_owed = 0;
@@ -1053,6 +1129,8 @@ impl Connection {
         if ack_off > self.snd_una {
             let acked = ack_off - self.snd_una;
             self.snd_una = ack_off;
+            // Progress: the USER TIMEOUT starts over (re-armed on the next transmit poll).
+            self.progress_deadline = None;
             self.sendq
                 .ack_to(ack_off.saturating_sub(1).min(self.sendq.end()));
             if self.snd_nxt < self.snd_una {
@@ -1241,6 +1319,12 @@ impl Connection {
 
     fn on_timers(&mut self) {
         let now = self.now;
+        if self.progress_deadline.is_some_and(|t| now >= t) {
+            // USER TIMEOUT: abort (RST) and report it.
+            self.pending_rst = Some((seq_at(self.iss, self.snd_nxt), None));
+            self.enter_closed(Some(Event::TimedOut));
+            return;
+        }
         if let Some(t) = self.time_wait_deadline {
             if now >= t {
                 self.enter_closed(None);
@@ -1332,6 +1416,7 @@ impl Connection {
         };
         take(self.rtx_deadline);
         take(self.persist_deadline);
+        take(self.progress_deadline);
         take(self.time_wait_deadline);
         if let AckState::Delayed(d) = self.ack {
             take(Some(d));
@@ -1385,7 +1470,29 @@ impl Connection {
             n += 1;
         }
         self.arm_persist();
+        self.track_progress();
         n
+    }
+
+    /// Arms the USER TIMEOUT while data or our FIN waits for an acknowledgment, clears it
+    /// when nothing does ([`Config::user_timeout`]).
+    fn track_progress(&mut self) {
+        let waiting = matches!(
+            self.state,
+            State::Established
+                | State::CloseWait
+                | State::FinWait1
+                | State::Closing
+                | State::LastAck
+        ) && self.snd_una < self.data_end() + u64::from(self.fin_queued);
+        match self.cfg.user_timeout {
+            Some(ut) if waiting => {
+                if self.progress_deadline.is_none() {
+                    self.progress_deadline = Some(self.after(dur_us(ut)));
+                }
+            }
+            _ => self.progress_deadline = None,
+        }
     }
 
     /// Persist timer (RFC 9293 3.8.6.1, RFC 1122 4.2.2.17): armed when data waits, nothing

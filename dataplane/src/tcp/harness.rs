@@ -138,6 +138,8 @@ pub(crate) struct Pair {
     pub b: Option<Connection>,
     /// B's listener; a SYN arriving while `b` is None goes here.
     pub listener: Option<Listener>,
+    /// How B's listener answers SYNs.
+    pub syn_policy: SynPolicy,
     pub now: u64,
     /// One-way delay, µs.
     pub delay: u64,
@@ -164,6 +166,7 @@ impl Pair {
             a: None,
             b: None,
             listener: None,
+            syn_policy: SynPolicy::Accept,
             now: 1_000_000,
             delay: 10,
             faults: Faults::default(),
@@ -332,10 +335,13 @@ impl Pair {
             Side::B => {
                 if let Some(b) = self.b.as_mut() {
                     b.on_segment(now, &repr);
-                } else if let Some(l) = self.listener.as_ref() {
-                    match l.on_segment(now, src, &repr) {
+                } else if let Some(l) = self.listener.as_mut() {
+                    match l.on_segment(now, src, &repr, self.syn_policy) {
                         Accepted::Connection(c) => self.b = Some(*c),
-                        Accepted::Reset(r) => {
+                        Accepted::Reply(r) if r.control == TcpControl::Syn => {
+                            self.send_from(Side::B, &r);
+                        }
+                        Accepted::Reply(r) => {
                             self.unmatched += 1;
                             self.send_from(Side::B, &r);
                         }

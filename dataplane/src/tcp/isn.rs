@@ -82,6 +82,20 @@ impl IsnGenerator {
     pub fn ts_offset(&self, tuple: &FourTuple) -> u32 {
         self.f(1, tuple) as u32
     }
+
+    /// The MAC of a SYN cookie ([`super::cookie`]): the same keyed PRF over the 4-tuple,
+    /// the peer's ISN, the cookie clock and the MSS index.
+    pub(crate) fn cookie_mac(&self, tuple: &FourTuple, irs: u32, counter: u32, mss: u32) -> u32 {
+        let mut h = DefaultHasher::new();
+        h.write_u64(self.key[0]);
+        h.write_u64(self.key[1]);
+        h.write_u8(3);
+        tuple.hash(&mut h);
+        h.write_u32(irs);
+        h.write_u32(counter);
+        h.write_u32(mss);
+        (h.finish() >> 16) as u32
+    }
 }
 
 #[cfg(test)]

@@ -94,11 +94,13 @@
 
 mod checksum;
 mod conn;
+mod cookie;
 mod isn;
 mod recv;
 mod rtt;
 mod send;
 mod seq;
+mod time_wait;
 
 #[cfg(test)]
 mod harness;
@@ -109,6 +111,7 @@ pub use conn::Connection;
 pub use isn::IsnGenerator;
 pub use rtt::RttEstimator;
 pub use send::SharedRecord;
+pub use time_wait::{TimeWait, TimeWaitAction};
 
 use smoltcp::phy::ChecksumCapabilities;
 use smoltcp::time::{Duration, Instant};
@@ -209,6 +212,9 @@ impl std::fmt::Display for SendError {
 
 impl std::error::Error for SendError {}
 
+/// Default [`Config::user_timeout`]: 30 s.
+pub const DEFAULT_USER_TIMEOUT: Duration = Duration::from_secs(30);
+
 /// Tunables of one connection. `Default` suits a data-centre link to a Linux peer.
 #[derive(Debug, Clone)]
 pub struct Config {
@@ -251,6 +257,13 @@ pub struct Config {
     pub syn_retries: u32,
     /// Data retransmissions (consecutive RTOs) before giving up with [`Event::TimedOut`].
     pub max_retries: u32,
+    /// USER TIMEOUT (RFC 9293 3.8.3, RFC 5482): the longest that queued data or our FIN
+    /// may go without an acknowledgment that advances SND.UNA (a peer that advertises a
+    /// zero window forever, a dead peer, a peer that stops acknowledging) before the
+    /// connection is aborted with a RST and [`Event::TimedOut`]. `None`: no limit beyond
+    /// [`Config::max_retries`] (which a zero window never exhausts). Default
+    /// [`DEFAULT_USER_TIMEOUT`].
+    pub user_timeout: Option<Duration>,
     /// Timestamp clock period (RFC 7323 5.4: 1 ms to 1 s).
     pub ts_tick: Duration,
     /// Challenge ACKs per second per connection (RFC 5961 section 7).
@@ -281,6 +294,7 @@ impl Default for Config {
             initial_cwnd_segments: 10,
             syn_retries: 6,
             max_retries: 15,
+            user_timeout: Some(DEFAULT_USER_TIMEOUT),
             ts_tick: Duration::from_millis(1),
             challenge_ack_limit: 1000,
             report_out_of_order: false,
@@ -389,22 +403,42 @@ pub fn reset_for(repr: &TcpRepr) -> Option<TcpRepr<'static>> {
 /// What a [`Listener`] does with an arriving segment.
 #[derive(Debug)]
 pub enum Accepted {
-    /// A SYN: a new connection in SYN-RECEIVED (its SYN,ACK goes out on its first
-    /// [`Connection::poll_transmit`]).
+    /// A new connection: in SYN-RECEIVED for a SYN (its SYN,ACK goes out on its first
+    /// [`Connection::poll_transmit`]), or ESTABLISHED for the ACK of a SYN cookie (its
+    /// [`Event::Established`] is queued, and any data the ACK carried received).
     Connection(Box<Connection>),
-    /// Answer with this RST (an ACK to a listener; RFC 9293 3.10.7.2).
-    Reset(TcpRepr<'static>),
+    /// Answer with this segment and keep nothing: a RST (an ACK to a listener, RFC 9293
+    /// 3.10.7.2), or a SYN,ACK carrying a SYN cookie.
+    Reply(TcpRepr<'static>),
     /// Drop it (a RST, or anything else).
     Drop,
 }
 
-/// A passive open on one local address and port (RFC 9293 3.10.7.2, LISTEN state).
+/// How a [`Listener`] answers a SYN.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SynPolicy {
+    /// Make a connection in SYN-RECEIVED.
+    Accept,
+    /// The SYN-RECEIVED backlog is full: answer with a SYN cookie and keep no state
+    /// (RFC 4987 3.6).
+    Cookie,
+    /// Refuse: answer with a RST (no room for another connection at all).
+    Refuse,
+}
+
+/// A passive open on one local address and port (RFC 9293 3.10.7.2, LISTEN state), with
+/// SYN cookies for when its SYN-RECEIVED backlog is full.
 #[derive(Debug, Clone)]
 pub struct Listener {
     cfg: Config,
     isn: IsnGenerator,
     local_addr: Ipv4Address,
     local_port: u16,
+    /// When the last SYN cookie went out (µs): ACKs are checked as cookies only while one
+    /// may still be alive.
+    last_cookie: Option<u64>,
+    cookies_sent: u64,
+    cookies_accepted: u64,
 }
 
 impl Listener {
@@ -415,6 +449,9 @@ impl Listener {
             isn,
             local_addr,
             local_port,
+            last_cookie: None,
+            cookies_sent: 0,
+            cookies_accepted: 0,
         }
     }
 
@@ -423,17 +460,28 @@ impl Listener {
         self.local_port
     }
 
+    /// SYN cookies sent.
+    pub fn cookies_sent(&self) -> u64 {
+        self.cookies_sent
+    }
+
+    /// Connections made from valid SYN cookies.
+    pub fn cookies_accepted(&self) -> u64 {
+        self.cookies_accepted
+    }
+
     /// Handles a segment from `remote_addr` that matched no connection but this port
-    /// (RFC 9293 3.10.7.2): RST is dropped, an ACK gets `<SEQ=SEG.ACK><CTL=RST>`, a SYN
-    /// makes a connection, anything else is dropped.
-    pub fn on_segment(&self, now: Instant, remote_addr: Ipv4Address, repr: &TcpRepr) -> Accepted {
+    /// (RFC 9293 3.10.7.2): a RST is dropped; an ACK completes a SYN cookie handshake
+    /// (when `syn` is not [`SynPolicy::Refuse`]) or gets `<SEQ=SEG.ACK><CTL=RST>`; a SYN is
+    /// answered as `syn` says; anything else is dropped.
+    pub fn on_segment(
+        &mut self,
+        now: Instant,
+        remote_addr: Ipv4Address,
+        repr: &TcpRepr,
+        syn: SynPolicy,
+    ) -> Accepted {
         if repr.dst_port != self.local_port || repr.control == TcpControl::Rst {
-            return Accepted::Drop;
-        }
-        if repr.ack_number.is_some() {
-            return reset_for(repr).map_or(Accepted::Drop, Accepted::Reset);
-        }
-        if repr.control != TcpControl::Syn {
             return Accepted::Drop;
         }
         let tuple = FourTuple {
@@ -442,9 +490,39 @@ impl Listener {
             remote_addr,
             remote_port: repr.src_port,
         };
-        match Connection::accept(self.cfg.clone(), tuple, &self.isn, now, repr) {
-            Some(c) => Accepted::Connection(Box::new(c)),
-            None => Accepted::Drop,
+        let now_us = now.total_micros().max(0) as u64;
+        if repr.ack_number.is_some() {
+            let cookies_alive = self
+                .last_cookie
+                .is_some_and(|t| now_us.saturating_sub(t) <= cookie::COOKIE_WINDOW_US);
+            if cookies_alive && syn != SynPolicy::Refuse {
+                if let Some(c) = cookie::check(&self.isn, &tuple, now_us, repr) {
+                    if let Some(conn) =
+                        Connection::accept_cookie(self.cfg.clone(), tuple, &self.isn, now, &c, repr)
+                    {
+                        self.cookies_accepted += 1;
+                        return Accepted::Connection(Box::new(conn));
+                    }
+                }
+            }
+            return reset_for(repr).map_or(Accepted::Drop, Accepted::Reply);
+        }
+        if repr.control != TcpControl::Syn {
+            return Accepted::Drop;
+        }
+        match syn {
+            SynPolicy::Accept => {
+                match Connection::accept(self.cfg.clone(), tuple, &self.isn, now, repr) {
+                    Some(c) => Accepted::Connection(Box::new(c)),
+                    None => Accepted::Drop,
+                }
+            }
+            SynPolicy::Cookie => {
+                self.last_cookie = Some(now_us);
+                self.cookies_sent += 1;
+                Accepted::Reply(cookie::syn_ack(&self.cfg, &self.isn, &tuple, now_us, repr))
+            }
+            SynPolicy::Refuse => reset_for(repr).map_or(Accepted::Drop, Accepted::Reply),
         }
     }
 }

@@ -55,6 +55,19 @@ impl RecvBuffer {
         }
     }
 
+    /// Frees the memory of empty buffers.
+    pub fn shrink(&mut self) {
+        if self.ready.is_empty() {
+            self.ready = VecDeque::new();
+        }
+        if self.recent.is_empty() {
+            self.recent = VecDeque::new();
+        }
+        if self.reports.is_empty() {
+            self.reports = VecDeque::new();
+        }
+    }
+
     /// The next expected stream offset (RCV.NXT as a stream offset).
     pub fn nxt(&self) -> u64 {
         self.read_off + self.ready.len() as u64

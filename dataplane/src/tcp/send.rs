@@ -170,6 +170,15 @@ impl SendQueue {
         }
     }
 
+    /// Frees the spare buffers, and the record queue's memory when it is empty.
+    pub fn shrink(&mut self) {
+        self.spare = Vec::new();
+        self.shells = Vec::new();
+        if self.recs.is_empty() {
+            self.recs = VecDeque::new();
+        }
+    }
+
     /// An empty buffer for the next record: one of an acknowledged record (its capacity
     /// kept, so records of one size need no allocation) or a new one.
     pub fn take_buffer(&mut self) -> Vec<u8> {

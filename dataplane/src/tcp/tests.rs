@@ -447,7 +447,7 @@ fn ack_of_unsent_data_is_answered_and_dropped() {
 
 #[test]
 fn closed_connection_and_listener_answer_with_rst() {
-    let l = Listener::new(
+    let mut l = Listener::new(
         fast_config(),
         IsnGenerator::with_key([0; 16]),
         ADDR_B,
@@ -456,8 +456,8 @@ fn closed_connection_and_listener_answer_with_rst() {
     let mut ack = repr_from(false);
     ack.seq_number = TcpSeqNumber(7);
     ack.ack_number = Some(TcpSeqNumber(99));
-    match l.on_segment(Instant::from_micros(0), ADDR_A, &ack) {
-        Accepted::Reset(r) => {
+    match l.on_segment(Instant::from_micros(0), ADDR_A, &ack, SynPolicy::Accept) {
+        Accepted::Reply(r) => {
             assert_eq!(r.control, TcpControl::Rst);
             assert_eq!(r.seq_number, TcpSeqNumber(99));
             assert_eq!(r.ack_number, None);
@@ -468,7 +468,7 @@ fn closed_connection_and_listener_answer_with_rst() {
     let mut rst = ack;
     rst.control = TcpControl::Rst;
     assert!(matches!(
-        l.on_segment(Instant::from_micros(0), ADDR_A, &rst),
+        l.on_segment(Instant::from_micros(0), ADDR_A, &rst, SynPolicy::Accept),
         Accepted::Drop
     ));
     // No ACK: <SEQ=0><ACK=SEG.SEQ+SEG.LEN><CTL=RST,ACK>.
@@ -1568,4 +1568,147 @@ fn records_are_offered_for_zero_copy_only_when_asked() {
         "{n} {}",
         resent.len()
     );
+}
+
+#[test]
+fn syn_cookie_handshake_keeps_no_state_and_negotiates_options() {
+    let mut p = Pair::active_passive(31, fast_config(), fast_config());
+    p.syn_policy = SynPolicy::Cookie;
+    assert!(p.established());
+    let l = p.listener.as_ref().unwrap();
+    assert_eq!((l.cookies_sent(), l.cookies_accepted()), (1, 1));
+    // The SYN-ACK was the cookie; B's connection exists only since the ACK.
+    assert_eq!(p.ev_b, vec![Event::Established]);
+    for s in [Side::A, Side::B] {
+        let c = p.conn(s).unwrap();
+        assert!(c.timestamps() && c.sack(), "{s:?}");
+        assert_eq!(c.window_scale(), Some((3, 3)), "{s:?}");
+    }
+    assert_eq!(p.b().emss(), 1448);
+    // Data both ways over the cookie connection.
+    let sent_a = records(&mut p, Side::A, &[1000, 3000, 200]);
+    let sent_b = records(&mut p, Side::B, &[5000, 7]);
+    assert!(p.run_until(1_000_000, |p| p.rx_b.len() == sent_a.len()
+        && p.rx_a.len() == sent_b.len()));
+    assert_eq!(p.rx_b, sent_a);
+    assert_eq!(p.rx_a, sent_b);
+}
+
+#[test]
+fn syn_cookie_without_timestamps_has_no_scaling_or_sack() {
+    let plain = Config {
+        timestamps: false,
+        ..fast_config()
+    };
+    let mut p = Pair::active_passive(32, plain.clone(), fast_config());
+    p.syn_policy = SynPolicy::Cookie;
+    assert!(p.established());
+    assert!(!p.b().timestamps() && !p.b().sack());
+    assert_eq!(p.b().window_scale(), None);
+    let sent = records(&mut p, Side::A, &[40_000]);
+    assert!(p.run_until(2_000_000, |p| p.rx_b.len() == sent.len()));
+    assert_eq!(p.rx_b, sent);
+}
+
+#[test]
+fn refused_syn_gets_a_rst_and_stray_acks_are_not_cookies() {
+    let mut p = Pair::active_passive(33, fast_config(), fast_config());
+    p.syn_policy = SynPolicy::Refuse;
+    p.run_for(100_000);
+    assert!(p.b.is_none());
+    assert_eq!(p.ev_a, vec![Event::Reset, Event::Closed]);
+    // With no cookie ever sent, an ACK to the listener is never taken as one.
+    let mut l = Listener::new(
+        fast_config(),
+        IsnGenerator::with_key([2; 16]),
+        ADDR_B,
+        PORT_B,
+    );
+    let mut ack = repr_from(false);
+    ack.ack_number = Some(TcpSeqNumber(1));
+    assert!(matches!(
+        l.on_segment(Instant::from_micros(5), ADDR_A, &ack, SynPolicy::Cookie),
+        Accepted::Reply(r) if r.control == TcpControl::Rst
+    ));
+}
+
+#[test]
+fn user_timeout_aborts_a_connection_stuck_on_a_zero_window() {
+    let cfg = Config {
+        user_timeout: Some(Duration::from_millis(300)),
+        ..fast_config()
+    };
+    let mut p = Pair::active_passive(34, cfg, fast_config());
+    assert!(p.established());
+    // B never reads: its window closes, A's data stays unacknowledged.
+    p.auto_recv = false;
+    let start = p.now;
+    let mut zero_window_at = None;
+    while !p.ev_a.contains(&Event::TimedOut) && p.now - start < 5_000_000 {
+        let _ = p.a().send_fpdu(vec![7u8; 1000]);
+        p.run_for(1000);
+        if zero_window_at.is_none() && p.a.as_ref().is_some_and(|a| a.snd_wnd() == 0) {
+            zero_window_at = Some(p.now);
+        }
+    }
+    let zw = zero_window_at.expect("B's window closed");
+    assert!(p.ev_a.contains(&Event::TimedOut));
+    // Aborted one user timeout after the last progress (the window closing), not before.
+    let after = p.now - zw;
+    assert!(
+        (290_000..400_000).contains(&after),
+        "{after} µs after the window closed"
+    );
+    assert_eq!(p.ev_a.last(), Some(&Event::Closed));
+    assert_eq!(p.a().state(), State::Closed);
+    assert!(
+        p.log
+            .iter()
+            .any(|s| s.from == Side::A && s.ctl == TcpControl::Rst),
+        "the abort sends a RST"
+    );
+    // Zero-window probes were answered all along (the peer was alive but not reading).
+    assert!(p.a().stats().zero_window_probes > 0);
+}
+
+#[test]
+fn user_timeout_restarts_on_progress() {
+    let cfg = Config {
+        user_timeout: Some(Duration::from_millis(50)),
+        ..fast_config()
+    };
+    let mut p = Pair::active_passive(35, cfg, fast_config());
+    assert!(p.established());
+    // A steady trickle for much longer than the user timeout: always progressing.
+    for _ in 0..400 {
+        let _ = p.a().send_fpdu(vec![1; 100]);
+        p.run_for(1000);
+    }
+    assert!(!p.ev_a.contains(&Event::TimedOut));
+    assert_eq!(p.a().state(), State::Established);
+}
+
+#[test]
+fn time_wait_snapshot_acks_a_retransmitted_fin() {
+    let mut p = established(36);
+    p.a().close();
+    assert!(p.run_until(100_000, |p| p.b.as_ref().unwrap().state()
+        == State::CloseWait));
+    p.b().close();
+    assert!(p.run_until(100_000, |p| p.a.as_ref().unwrap().state()
+        == State::TimeWait));
+    let mut tw = p.a().time_wait().expect("in TIME-WAIT");
+    assert!(p.b().time_wait().is_none());
+    assert_eq!(tw.snd_nxt, p.a().snd_nxt());
+    assert_eq!(tw.rcv_nxt, p.a().rcv_nxt());
+    // B's FIN again: the snapshot answers as the connection would.
+    let mut fin = from_b_now(&mut p);
+    fin.seq_number = TcpSeqNumber(fin.seq_number.0.wrapping_sub(1));
+    fin.control = TcpControl::Fin;
+    let now = p.instant();
+    let TimeWaitAction::Ack(a) = tw.on_segment(now, &fin) else {
+        panic!("no ACK");
+    };
+    assert_eq!(a.ack_number, Some(p.a().rcv_nxt()));
+    assert_eq!(a.seq_number, p.a().snd_nxt());
 }

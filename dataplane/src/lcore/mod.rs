@@ -1,0 +1,1386 @@
+//! The poll-mode core: one thread's run-to-completion loop over one [`Port`].
+//!
+//! Each [`Core::poll`] does, in order:
+//!
+//! 1. control: events the control thread could not take yet go out first; then commands
+//!    from the control thread ([`CoreCmd`]): listen, connect, startup octets to send,
+//!    [`CoreCmd::Read`], publication of established QPs, close;
+//! 2. a receive burst: Ethernet/ARP/IPv4 ([`Net`]) → TCP ([`tcp::Connection`]), looked
+//!    up by 4-tuple in the connection table; SYNs go to [`tcp::Listener`]s (with SYN
+//!    cookies beyond each listener's backlog), segments of TIME-WAIT tuples to their
+//!    [`tcp::TimeWait`];
+//! 3. doorbells: the QPs whose consumers posted work requests;
+//! 4. timers: the connections whose deadline (TCP, startup, linger) has come;
+//! 5. every connection found in 1-4 (the *active* ones, and no other): in streaming mode
+//!    received octets go to the control thread one chunk at a time ([`CoreEvent::Data`]),
+//!    in FPDU mode to the MPA [`Deframer`] and each ULPDU to the QP's DDP/RDMAP engine
+//!    ([`Qp`]); work requests from the consumer's rings → DDP segments of at most MULPDU
+//!    octets → MPA [`Framer`] → TCP records; completions → the consumer's CQ rings; then
+//!    TCP transmits into the port.
+//!
+//! A poll costs O(active + expired) connections: an idle QP is not looked at. Every
+//! resource a peer can make the core hold is capped by its [`Limits`].
+//!
+//! The startup octets have one owner at a time (see [`crate::rings`]): the core hands a
+//! chunk to the control thread and waits for [`CoreCmd::Read`] before the next one; at
+//! [`CoreCmd::Publish`] the octets the startup machine did not consume come back and are
+//! deframed first. Nothing is copied twice or replayed.
+
+mod table;
+mod timers;
+
+use std::collections::{HashMap, VecDeque};
+use std::net::SocketAddrV4;
+use std::sync::Arc;
+
+use crossbeam::channel::{Receiver, Sender, TrySendError};
+use crossbeam::queue::ArrayQueue;
+use smoltcp::time::Instant;
+use smoltcp::wire::Ipv4Address;
+
+use crate::limits::Limits;
+use crate::mpa::deframe::Deframer;
+use crate::mpa::fpdu::{mulpdu, Framer};
+use crate::mpa::MpaErrorCode;
+use crate::net::{Net, NetConfig, Rx};
+use crate::port::{Port, PortStats, RxChecksum};
+use crate::rdma::{MrTable, Qp, QpState, RecvWr, SendWr, WcOpcode};
+use crate::rdmap::TermError;
+use crate::rings::{
+    CloseReason, ConnId, CoreCmd, CoreEvent, Doorbells, QpPublish, QpRingState, QpRings,
+};
+use crate::tcp::{
+    self, Accepted, Connection, FourTuple, IsnGenerator, Listener, SynPolicy, TimeWait,
+    TimeWaitAction,
+};
+
+use table::{Table, Token};
+use timers::Timers;
+
+/// Frames taken per receive burst.
+pub const RX_BURST: usize = 64;
+
+/// Commands taken from the control thread per poll (the rest wait for the next poll).
+const CMD_BURST: usize = 256;
+
+/// A connection idle this long gives back the memory its buffers grew to (µs).
+const IDLE_SHRINK_US: u64 = 1_000_000;
+
+/// First ephemeral port (RFC 6335 dynamic range).
+const EPHEMERAL_FIRST: u16 = 49152;
+
+/// Configuration of one core.
+#[derive(Debug, Clone)]
+pub struct CoreConfig {
+    /// Addresses of the port.
+    pub net: NetConfig,
+    /// TCP tunables of every connection (its `user_timeout` is replaced by
+    /// [`Limits::user_timeout`]).
+    pub tcp: tcp::Config,
+    /// Key of the RFC 6528 ISN generator (`None`: random).
+    pub isn_key: Option<[u8; 16]>,
+    /// Caps and timeouts.
+    pub limits: Limits,
+}
+
+/// Counters of one core.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct CoreStats {
+    /// Calls of [`Core::poll`].
+    pub polls: u64,
+    /// TCP segments that matched no connection or listener.
+    pub unmatched_segments: u64,
+    /// TCP segments that failed to parse (checksum, options).
+    pub bad_segments: u64,
+    /// FPDUs delivered to QPs.
+    pub fpdus_received: u64,
+    /// FPDUs queued to TCP.
+    pub fpdus_sent: u64,
+    /// Segments TCP emitted that the port or ARP could not take.
+    pub tx_failures: u64,
+    /// Connections accepted (passive opens that reached ESTABLISHED).
+    pub accepted: u64,
+    /// Connections opened (active opens started).
+    pub connected: u64,
+    /// SYN cookies sent (a listener's backlog was full).
+    pub syn_cookies_sent: u64,
+    /// Connections made from SYN cookies.
+    pub syn_cookies_accepted: u64,
+    /// SYNs and connects refused: no room in the table, or the control channel full.
+    pub refused: u64,
+    /// Startups reset at the startup timeout.
+    pub startup_timeouts: u64,
+    /// Startups reset for sending more than MPA allows before FPDU mode.
+    pub startup_overflows: u64,
+    /// Graceful closes reset at the linger time.
+    pub linger_resets: u64,
+    /// TIME-WAIT tuples forgotten early because the TIME-WAIT table was full.
+    pub time_wait_evicted: u64,
+    /// Events held back because the control channel was full (a gauge of pressure).
+    pub events_deferred: u64,
+}
+
+/// How full a core is now.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct CoreGauges {
+    /// Connections in the table.
+    pub connections: usize,
+    /// Of which SYN-RECEIVED.
+    pub half_open: usize,
+    /// Of which before FPDU mode.
+    pub startup: usize,
+    /// TIME-WAIT tuples.
+    pub time_wait: usize,
+    /// Events waiting for room in the control channel.
+    pub outbox: usize,
+    /// Timer entries (live and stale).
+    pub timers: usize,
+}
+
+/// Segment-alignment counters of all connections ever run by a core (RFC 5044 5.3).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct AlignmentStats {
+    /// New-data segments that started with an FPDU and held whole FPDUs.
+    pub new_whole: u64,
+    /// New-data segments that split an FPDU.
+    pub new_split: u64,
+    /// Retransmitted segments holding whole FPDUs.
+    pub rtx_whole: u64,
+    /// Retransmitted segments that split an FPDU.
+    pub rtx_split: u64,
+    /// Payload octets retransmitted.
+    pub retransmitted_octets: u64,
+    /// Retransmission timeouts.
+    pub timeouts: u64,
+    /// Fast retransmits.
+    pub fast_retransmits: u64,
+}
+
+impl AlignmentStats {
+    fn add(&mut self, s: &tcp::Stats) {
+        self.new_whole += s.new_segments_whole;
+        self.new_split += s.new_segments_split;
+        self.rtx_whole += s.rtx_segments_whole;
+        self.rtx_split += s.rtx_segments_split;
+        self.retransmitted_octets += s.retransmitted_octets;
+        self.timeouts += s.timeouts;
+        self.fast_retransmits += s.fast_retransmits;
+    }
+
+    /// Share of new-data segments that held whole FPDUs (1.0 when there were none).
+    pub fn new_whole_ratio(&self) -> f64 {
+        ratio(self.new_whole, self.new_split)
+    }
+
+    /// Share of retransmitted segments that held whole FPDUs (1.0 when there were none).
+    pub fn rtx_whole_ratio(&self) -> f64 {
+        ratio(self.rtx_whole, self.rtx_split)
+    }
+}
+
+fn ratio(whole: u64, split: u64) -> f64 {
+    if whole + split == 0 {
+        1.0
+    } else {
+        whole as f64 / (whole + split) as f64
+    }
+}
+
+/// An established QP run by the core.
+struct FpduConn {
+    framer: Framer,
+    deframer: Deframer,
+    qp: Qp,
+    rings: Arc<QpRings>,
+    /// Reported [`CoreEvent::QpError`] already.
+    error_reported: bool,
+    /// Asked TCP to close after the QP failed.
+    close_requested: bool,
+    /// MULPDU: fixed for the connection, since data segments never carry SACK blocks
+    /// and so EMSS never changes (see the tcp module docs).
+    mulpdu: usize,
+    /// A send work request the QP had no room for yet.
+    held_send: Option<SendWr>,
+    /// A receive work request the QP had no room for yet.
+    held_recv: Option<RecvWr>,
+    /// Completions wait in the QP because a CQ was full.
+    cq_blocked: bool,
+}
+
+enum Phase {
+    /// MPA startup: octets go to the control thread one chunk at a time.
+    Startup {
+        /// Octets handed to the control thread so far.
+        forwarded: u64,
+        /// A chunk is with the control thread, not yet answered.
+        outstanding: bool,
+        /// The peer's FIN arrived; report it once every octet before it went out.
+        fin: bool,
+        /// Reported the FIN.
+        fin_reported: bool,
+    },
+    /// Full operation.
+    Fpdu(Box<FpduConn>),
+}
+
+struct Conn {
+    id: ConnId,
+    tcp: Connection,
+    phase: Phase,
+    passive: bool,
+    /// SYN-RECEIVED on this listener port (counted in its backlog).
+    half_open: Option<u16>,
+    close_reason: Option<CloseReason>,
+    /// Reported `Closed` (the slot is freed).
+    gone: bool,
+    /// The startup must reach FPDU mode by then.
+    startup_deadline: Option<u64>,
+    /// A graceful close must be over by then.
+    linger_deadline: Option<u64>,
+    /// The live timer entry.
+    timer_at: Option<u64>,
+    /// When the connection last did something (µs).
+    last_work: u64,
+    /// Buffers given back since `last_work`.
+    shrunk: bool,
+    /// In the active list.
+    queued: bool,
+}
+
+struct ListenerState {
+    tcp: Listener,
+    half_open: usize,
+}
+
+/// Transmit frames queued while the port is busy receiving (ARP and ICMP replies made
+/// inside the receive burst); flushed into the port right after it.
+#[derive(Default)]
+struct DeferredTx {
+    mac: smoltcp::wire::EthernetAddress,
+    mtu: usize,
+    frames: Vec<Vec<u8>>,
+}
+
+impl Port for DeferredTx {
+    fn mac(&self) -> smoltcp::wire::EthernetAddress {
+        self.mac
+    }
+    fn mtu(&self) -> usize {
+        self.mtu
+    }
+    fn rx_burst(&mut self, _max: usize, _f: &mut dyn FnMut(&[u8])) -> usize {
+        0
+    }
+    fn tx_room(&self) -> usize {
+        64usize.saturating_sub(self.frames.len())
+    }
+    fn tx(&mut self, len: usize, fill: &mut dyn FnMut(&mut [u8])) -> bool {
+        if self.frames.len() >= 64 || len > self.mtu + 14 {
+            return false;
+        }
+        let mut f = vec![0; len];
+        fill(&mut f);
+        self.frames.push(f);
+        true
+    }
+    fn flush(&mut self) {}
+    fn stats(&self) -> PortStats {
+        PortStats::default()
+    }
+}
+
+type TwMap = HashMap<FourTuple, TimeWait, foldhash::fast::RandomState>;
+
+/// One poll-mode core.
+pub struct Core {
+    port: Box<dyn Port>,
+    net: Net,
+    cfg: CoreConfig,
+    epoch: std::time::Instant,
+    cmds: Receiver<CoreCmd>,
+    events: Sender<CoreEvent>,
+    /// Events the control channel had no room for, in order; sent before any newer.
+    outbox: VecDeque<CoreEvent>,
+    mrs: Arc<MrTable>,
+    isn: IsnGenerator,
+    listeners: HashMap<u16, ListenerState>,
+    table: Table<Conn>,
+    /// The connection the last received segment matched (most bursts are for one
+    /// connection: this skips hashing the 4-tuple).
+    last_rx: Option<(FourTuple, Token)>,
+    /// Connections to look at in this poll.
+    active: Vec<Token>,
+    /// Spare list swapped with `active` while it is worked through.
+    active_spare: Vec<Token>,
+    timers: Timers,
+    doorbells: Arc<Doorbells>,
+    time_wait: TwMap,
+    /// TIME-WAIT tuples with their deadlines, in the order they entered.
+    tw_order: VecDeque<(FourTuple, Instant)>,
+    next_passive: ConnId,
+    next_port: u16,
+    deferred: DeferredTx,
+    ulpdu: Vec<u8>,
+    stats: CoreStats,
+    half_open: usize,
+    startups: usize,
+    /// Yield the CPU after this many consecutive idle polls (0: never).
+    idle_yield: u32,
+    /// Consecutive polls that found nothing to do.
+    idle_polls: u32,
+    alignment_closed: AlignmentStats,
+    /// `IWARP_DEBUG` set: print each QP that leaves RTS, with its Terminates, to stderr.
+    trace_qp_errors: bool,
+}
+
+impl std::fmt::Debug for Core {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Core")
+            .field("addr", &self.cfg.net.addr)
+            .field("connections", &self.table.len())
+            .field("stats", &self.stats)
+            .finish()
+    }
+}
+
+fn micros(t: Instant) -> u64 {
+    t.total_micros().max(0) as u64
+}
+
+fn dur_us(d: std::time::Duration) -> u64 {
+    u64::try_from(d.as_micros()).unwrap_or(u64::MAX)
+}
+
+impl Core {
+    /// A core on `port`, taking commands from `cmds` and reporting to `events`. Memory
+    /// regions are looked up in `mrs`.
+    pub fn new(
+        mut cfg: CoreConfig,
+        port: Box<dyn Port>,
+        mrs: Arc<MrTable>,
+        cmds: Receiver<CoreCmd>,
+        events: Sender<CoreEvent>,
+    ) -> Self {
+        let isn = match cfg.isn_key {
+            Some(k) => IsnGenerator::with_key(k),
+            None => IsnGenerator::random(),
+        };
+        cfg.tcp.user_timeout = Some(smoltcp::time::Duration::from_micros(dur_us(
+            cfg.limits.user_timeout,
+        )));
+        let next_port = EPHEMERAL_FIRST + isn.ephemeral_offset(u16::MAX - EPHEMERAL_FIRST);
+        let deferred = DeferredTx {
+            mac: port.mac(),
+            mtu: port.mtu(),
+            frames: Vec::new(),
+        };
+        let doorbells = Arc::new(ArrayQueue::new(cfg.limits.max_connections.max(1)));
+        Core {
+            net: Net::new(cfg.net),
+            port,
+            epoch: std::time::Instant::now(),
+            cmds,
+            events,
+            outbox: VecDeque::new(),
+            mrs,
+            isn,
+            listeners: HashMap::new(),
+            table: Table::new(),
+            last_rx: None,
+            active: Vec::new(),
+            active_spare: Vec::new(),
+            timers: Timers::default(),
+            doorbells,
+            time_wait: TwMap::default(),
+            tw_order: VecDeque::new(),
+            next_passive: 1,
+            next_port,
+            deferred,
+            ulpdu: Vec::with_capacity(65536),
+            stats: CoreStats::default(),
+            half_open: 0,
+            startups: 0,
+            idle_yield: 0,
+            idle_polls: 0,
+            alignment_closed: AlignmentStats::default(),
+            trace_qp_errors: std::env::var_os("IWARP_DEBUG").is_some(),
+            cfg,
+        }
+    }
+
+    /// Our IPv4 address.
+    pub fn addr(&self) -> Ipv4Address {
+        self.cfg.net.addr
+    }
+
+    /// The caps and timeouts in force.
+    pub fn limits(&self) -> &Limits {
+        &self.cfg.limits
+    }
+
+    /// Counters.
+    pub fn stats(&self) -> CoreStats {
+        self.stats
+    }
+
+    /// How full the core is now.
+    pub fn gauges(&self) -> CoreGauges {
+        CoreGauges {
+            connections: self.table.len(),
+            half_open: self.half_open,
+            startup: self.startups,
+            time_wait: self.time_wait.len(),
+            outbox: self.outbox.len(),
+            timers: self.timers.len(),
+        }
+    }
+
+    /// Port counters.
+    pub fn port_stats(&self) -> PortStats {
+        self.port.stats()
+    }
+
+    /// Whether the port's link is up, if the port knows ([`Port::link_up`]).
+    pub fn link_up(&self) -> Option<bool> {
+        self.port.link_up()
+    }
+
+    /// The port's checksum offloads.
+    pub fn checksum_offload(&self) -> crate::port::ChecksumOffload {
+        self.port.checksum_offload()
+    }
+
+    /// Whether the port transmits payloads without copying them
+    /// ([`Port::tx_zero_copy_capable`]).
+    pub fn tx_zero_copy(&self) -> bool {
+        self.port.tx_zero_copy_capable()
+    }
+
+    /// Segment-alignment counters over every connection, open or closed.
+    pub fn alignment(&self) -> AlignmentStats {
+        let mut a = self.alignment_closed;
+        for c in self.table.iter() {
+            a.add(c.tcp.stats());
+        }
+        a
+    }
+
+    /// Open connections.
+    pub fn connections(&self) -> usize {
+        self.table.len()
+    }
+
+    fn now(&self) -> Instant {
+        Instant::from_micros(self.epoch.elapsed().as_micros() as i64)
+    }
+
+    /// Runs one iteration of the loop. Returns a measure of the work done (0: idle).
+    pub fn poll(&mut self) -> usize {
+        self.stats.polls += 1;
+        let now = self.now();
+        let mut work = self.flush_outbox();
+        for _ in 0..CMD_BURST {
+            let Ok(cmd) = self.cmds.try_recv() else {
+                break;
+            };
+            self.on_cmd(now, cmd);
+            work += 1;
+        }
+        work += self.receive(now);
+        work += self.take_doorbells();
+        work += self.expire_timers(now);
+        self.expire_time_wait(now);
+        // The active connections; servicing may queue some again (for the next poll).
+        let mut list = std::mem::replace(&mut self.active, std::mem::take(&mut self.active_spare));
+        for t in list.drain(..) {
+            if let Some(c) = self.table.get_mut(t) {
+                c.queued = false;
+                work += self.service(now, t);
+            }
+        }
+        self.active_spare = list;
+        self.port.flush();
+        if work == 0 && self.idle_yield > 0 {
+            self.idle_polls += 1;
+            if self.idle_polls >= self.idle_yield {
+                self.idle_polls = 0;
+                std::thread::yield_now();
+            }
+        } else {
+            self.idle_polls = 0;
+        }
+        work
+    }
+
+    /// Makes [`Core::poll`] yield the CPU (`std::thread::yield_now`) after `polls`
+    /// consecutive polls that found nothing to do; 0 (the default) never yields. For
+    /// cores that share CPUs with other busy threads (the embedded two-node setup, whose
+    /// peer core may be waiting for this CPU): a dedicated DPDK lcore keeps 0.
+    pub fn set_idle_yield(&mut self, polls: u32) {
+        self.idle_yield = polls;
+        self.idle_polls = 0;
+    }
+
+    fn activate(&mut self, t: Token) {
+        if let Some(c) = self.table.get_mut(t) {
+            if !c.queued {
+                c.queued = true;
+                self.active.push(t);
+            }
+        }
+    }
+
+    /// Sends an event to the control thread, or keeps it (in order) while the channel is
+    /// full. The outbox is bounded by the connections: each has at most one chunk of
+    /// data and a handful of events outstanding, and no new connection is taken while
+    /// the outbox is not empty.
+    fn emit(&mut self, ev: CoreEvent) {
+        if !self.outbox.is_empty() {
+            self.outbox.push_back(ev);
+            self.stats.events_deferred += 1;
+            return;
+        }
+        match self.events.try_send(ev) {
+            Ok(()) => {}
+            Err(TrySendError::Full(ev)) => {
+                self.outbox.push_back(ev);
+                self.stats.events_deferred += 1;
+            }
+            // The control thread is gone (shutting down): nobody to tell.
+            Err(TrySendError::Disconnected(_)) => {}
+        }
+    }
+
+    fn flush_outbox(&mut self) -> usize {
+        let mut n = 0;
+        while let Some(ev) = self.outbox.pop_front() {
+            match self.events.try_send(ev) {
+                Ok(()) => n += 1,
+                Err(TrySendError::Full(ev)) => {
+                    self.outbox.push_front(ev);
+                    break;
+                }
+                Err(TrySendError::Disconnected(_)) => {
+                    self.outbox.clear();
+                    break;
+                }
+            }
+        }
+        n
+    }
+
+    /// Whether a new connection may be taken now.
+    fn room_for_connection(&self) -> bool {
+        self.table.len() < self.cfg.limits.max_connections && self.outbox.is_empty()
+    }
+
+    fn insert(&mut self, now: Instant, conn: Conn) -> Option<Token> {
+        let tuple = *conn.tcp.tuple();
+        let id = conn.id;
+        let startup = matches!(conn.phase, Phase::Startup { .. });
+        let half_open = conn.half_open;
+        let t = self.table.insert(tuple, id, conn)?;
+        if startup {
+            self.startups += 1;
+        }
+        if half_open.is_some() {
+            // The listener counted it when the SYN came.
+            self.half_open += 1;
+        }
+        let deadline = micros(now).saturating_add(dur_us(self.cfg.limits.startup_timeout));
+        if let Some(c) = self.table.get_mut(t) {
+            c.startup_deadline = Some(deadline);
+        }
+        self.last_rx = None;
+        self.activate(t);
+        Some(t)
+    }
+
+    fn on_cmd(&mut self, now: Instant, cmd: CoreCmd) {
+        match cmd {
+            CoreCmd::Listen { port } => {
+                let l = Listener::new(
+                    self.cfg.tcp.clone(),
+                    self.isn.clone(),
+                    self.cfg.net.addr,
+                    port,
+                );
+                self.listeners.insert(
+                    port,
+                    ListenerState {
+                        tcp: l,
+                        half_open: 0,
+                    },
+                );
+            }
+            CoreCmd::Unlisten { port } => {
+                self.listeners.remove(&port);
+            }
+            CoreCmd::Connect { conn, remote } => self.connect(now, conn, remote),
+            CoreCmd::Send { conn, bytes } => {
+                let Some(t) = self.table.find_id(conn) else {
+                    return;
+                };
+                if let Some(c) = self.table.get_mut(t) {
+                    if c.tcp.send_fpdu(bytes).is_err() {
+                        // Startup frames are small: a refusal (full, closing) means the
+                        // connection is unusable. Reset it rather than drop octets; the
+                        // control thread learns it from the Closed event.
+                        c.tcp.abort();
+                        c.close_reason.get_or_insert(CloseReason::Local);
+                    }
+                }
+                self.activate(t);
+            }
+            CoreCmd::Read { conn } => {
+                let Some(t) = self.table.find_id(conn) else {
+                    return;
+                };
+                if let Some(Conn {
+                    phase: Phase::Startup { outstanding, .. },
+                    ..
+                }) = self.table.get_mut(t)
+                {
+                    *outstanding = false;
+                }
+                self.activate(t);
+            }
+            CoreCmd::Publish { conn, qp } => self.publish(conn, *qp),
+            CoreCmd::Close { conn, abort } => {
+                let Some(t) = self.table.find_id(conn) else {
+                    return;
+                };
+                let linger = micros(now).saturating_add(dur_us(self.cfg.limits.linger));
+                let Core {
+                    table,
+                    ulpdu,
+                    stats,
+                    ..
+                } = self;
+                if let Some(c) = table.get_mut(t) {
+                    c.close_reason.get_or_insert(CloseReason::Local);
+                    if abort {
+                        c.tcp.abort();
+                    } else {
+                        // Graceful: the work the consumer queued before disconnecting goes
+                        // out first (as far as the send buffer takes it), then the FIN.
+                        if let Phase::Fpdu(f) = &mut c.phase {
+                            run_qp(f, &mut c.tcp, ulpdu, stats);
+                        }
+                        c.tcp.close();
+                        c.linger_deadline.get_or_insert(linger);
+                    }
+                    if let Phase::Fpdu(f) = &mut c.phase {
+                        f.qp.on_llp_error(TermError::Llp(MpaErrorCode::LocalCatastrophic));
+                        f.close_requested = true;
+                    }
+                }
+                self.activate(t);
+            }
+        }
+    }
+
+    fn connect(&mut self, now: Instant, id: ConnId, remote: SocketAddrV4) {
+        if !self.room_for_connection() {
+            self.stats.refused += 1;
+            self.emit(CoreEvent::Closed {
+                conn: id,
+                reason: CloseReason::Refused,
+            });
+            return;
+        }
+        let mut tuple = FourTuple {
+            local_addr: self.cfg.net.addr,
+            local_port: 0,
+            remote_addr: *remote.ip(),
+            remote_port: remote.port(),
+        };
+        // An ephemeral port not in use towards this peer (nor in TIME-WAIT with it).
+        let mut found = false;
+        for _ in 0..16384 {
+            let p = self.next_port;
+            self.next_port = if p == u16::MAX {
+                EPHEMERAL_FIRST
+            } else {
+                p + 1
+            };
+            tuple.local_port = p;
+            if !self.table.has_tuple(&tuple)
+                && !self.time_wait.contains_key(&tuple)
+                && !self.listeners.contains_key(&p)
+            {
+                found = true;
+                break;
+            }
+        }
+        if !found {
+            self.stats.refused += 1;
+            self.emit(CoreEvent::Closed {
+                conn: id,
+                reason: CloseReason::Refused,
+            });
+            return;
+        }
+        let tcp = Connection::connect(self.cfg.tcp.clone(), tuple, &self.isn, now);
+        self.stats.connected += 1;
+        let inserted = self.insert(
+            now,
+            Conn {
+                id,
+                tcp,
+                phase: Phase::Startup {
+                    forwarded: 0,
+                    outstanding: false,
+                    fin: false,
+                    fin_reported: false,
+                },
+                passive: false,
+                half_open: None,
+                close_reason: None,
+                gone: false,
+                startup_deadline: None,
+                linger_deadline: None,
+                timer_at: None,
+                last_work: 0,
+                shrunk: false,
+                queued: false,
+            },
+        );
+        if inserted.is_none() {
+            // The id is in use (a control-thread bug): refuse rather than mix two up.
+            self.emit(CoreEvent::Closed {
+                conn: id,
+                reason: CloseReason::Refused,
+            });
+        }
+    }
+
+    fn publish(&mut self, id: ConnId, p: QpPublish) {
+        let mrs = self.mrs.clone();
+        let bells = self.doorbells.clone();
+        let Some(t) = self.table.find_id(id) else {
+            p.rings.set_state(QpRingState::Error);
+            return;
+        };
+        let Some(c) = self.table.get_mut(t) else {
+            return;
+        };
+        let Phase::Startup { forwarded, .. } = c.phase else {
+            p.rings.set_state(QpRingState::Error);
+            return;
+        };
+        if p.rx_stream_pos + p.rx_pending.len() as u64 != forwarded {
+            // The hand-over does not add up: never deframe from a wrong position.
+            p.rings.set_state(QpRingState::Error);
+            c.tcp.abort();
+            c.close_reason.get_or_insert(CloseReason::Local);
+            self.activate(t);
+            return;
+        }
+        let max_ulpdu = mulpdu(c.tcp.emss(), p.tx_mode.markers);
+        let mut f = Box::new(FpduConn {
+            framer: Framer::at_offset(p.tx_mode, p.tx_offset),
+            deframer: Deframer::at_offset(p.rx_mode, p.rx_offset),
+            qp: Qp::new(p.config, mrs),
+            rings: p.rings,
+            error_reported: false,
+            close_requested: false,
+            mulpdu: max_ulpdu,
+            held_send: None,
+            held_recv: None,
+            cq_blocked: false,
+        });
+        f.rings.attach_doorbell(bells, t.to_u64());
+        f.rings.set_state(QpRingState::Rts);
+        // Receives posted before the connection completed must be there before the first
+        // message is deframed.
+        f.rings.rearm_doorbell();
+        take_work_requests(&mut f);
+        deframe_into(&mut f, &p.rx_pending);
+        c.phase = Phase::Fpdu(f);
+        c.startup_deadline = None;
+        self.startups = self.startups.saturating_sub(1);
+        self.activate(t);
+    }
+
+    fn take_doorbells(&mut self) -> usize {
+        let mut n = 0;
+        while let Some(v) = self.doorbells.pop() {
+            n += 1;
+            self.activate(Token::from_u64(v));
+        }
+        n
+    }
+
+    fn expire_timers(&mut self, now: Instant) -> usize {
+        let now_us = micros(now);
+        let mut n = 0;
+        while let Some((t, at)) = self.timers.pop_due(now_us) {
+            let Some(c) = self.table.get_mut(t) else {
+                continue;
+            };
+            if c.timer_at != Some(at) {
+                continue;
+            }
+            c.timer_at = None;
+            n += 1;
+            self.activate(t);
+        }
+        n
+    }
+
+    fn expire_time_wait(&mut self, now: Instant) {
+        // Bounded work per poll. Entries are queued in deadline order; one whose 2 MSL a
+        // retransmitted FIN restarted goes to the back when its first deadline comes.
+        for _ in 0..RX_BURST {
+            let Some(&(tuple, due)) = self.tw_order.front() else {
+                break;
+            };
+            if now < due {
+                break;
+            }
+            self.tw_order.pop_front();
+            match self.time_wait.get(&tuple) {
+                Some(tw) if tw.expired(now) => {
+                    self.time_wait.remove(&tuple);
+                }
+                Some(tw) => self.tw_order.push_back((tuple, tw.deadline)),
+                None => {}
+            }
+        }
+    }
+
+    fn enter_time_wait(&mut self, tw: TimeWait) {
+        if self.cfg.limits.time_wait == 0 {
+            return;
+        }
+        while self.time_wait.len() >= self.cfg.limits.time_wait {
+            let Some((old, _)) = self.tw_order.pop_front() else {
+                break;
+            };
+            if self.time_wait.remove(&old).is_some() {
+                self.stats.time_wait_evicted += 1;
+            }
+        }
+        self.time_wait.insert(tw.tuple, tw);
+        self.tw_order.push_back((tw.tuple, tw.deadline));
+    }
+
+    fn receive(&mut self, now: Instant) -> usize {
+        // New connections this burst may take.
+        let capacity = if self.outbox.is_empty() {
+            self.cfg
+                .limits
+                .max_connections
+                .saturating_sub(self.table.len())
+        } else {
+            0
+        };
+        let backlog = self.cfg.limits.syn_backlog;
+        let Core {
+            port,
+            net,
+            deferred,
+            table,
+            last_rx,
+            listeners,
+            stats,
+            time_wait,
+            active,
+            ..
+        } = self;
+        let mut accepted: Vec<Box<Connection>> = Vec::new();
+        let mut replies: Vec<(FourTuple, smoltcp::wire::TcpRepr<'static>)> = Vec::new();
+        let n = port.rx_burst_checked(RX_BURST, &mut |frame, verdict| {
+            let Rx::Tcp { src, dst, segment } = net.on_frame(now, frame, deferred) else {
+                return;
+            };
+            if verdict == RxChecksum::Bad {
+                stats.bad_segments += 1;
+                return;
+            }
+            let check = verdict != RxChecksum::Good;
+            let Some(repr) = tcp::segment_from_bytes_with(src, dst, segment, check) else {
+                stats.bad_segments += 1;
+                return;
+            };
+            let tuple = FourTuple {
+                local_addr: dst,
+                local_port: repr.dst_port,
+                remote_addr: src,
+                remote_port: repr.src_port,
+            };
+            let found = match *last_rx {
+                Some((t, tok)) if t == tuple => Some(tok),
+                _ => table.find_tuple(&tuple),
+            };
+            if let Some(tok) = found {
+                if let Some(c) = table.get_mut(tok) {
+                    *last_rx = Some((tuple, tok));
+                    c.tcp.on_segment(now, &repr);
+                    if !c.queued {
+                        c.queued = true;
+                        active.push(tok);
+                    }
+                    return;
+                }
+            }
+            if let Some(tw) = time_wait.get_mut(&tuple) {
+                match tw.on_segment(now, &repr) {
+                    TimeWaitAction::Ack(a) => {
+                        replies.push((tuple, a));
+                        return;
+                    }
+                    TimeWaitAction::Drop => return,
+                    TimeWaitAction::Reopen => {
+                        time_wait.remove(&tuple);
+                    }
+                }
+            }
+            match listeners.get_mut(&repr.dst_port) {
+                Some(l) => {
+                    let policy = if accepted.len() >= capacity {
+                        SynPolicy::Refuse
+                    } else if l.half_open >= backlog {
+                        SynPolicy::Cookie
+                    } else {
+                        SynPolicy::Accept
+                    };
+                    let cookies = l.tcp.cookies_sent();
+                    match l.tcp.on_segment(now, src, &repr, policy) {
+                        Accepted::Connection(c) => {
+                            // A SYN-RECEIVED connection counts in the backlog at once
+                            // (several SYNs may come in one burst).
+                            if c.state() == tcp::State::SynReceived {
+                                l.half_open += 1;
+                            }
+                            accepted.push(c);
+                        }
+                        Accepted::Reply(r) => {
+                            if l.tcp.cookies_sent() > cookies {
+                                stats.syn_cookies_sent += 1;
+                            } else if repr.control == smoltcp::wire::TcpControl::Syn {
+                                stats.refused += 1;
+                            }
+                            replies.push((tuple, r));
+                        }
+                        Accepted::Drop => {}
+                    }
+                }
+                None => {
+                    stats.unmatched_segments += 1;
+                    if let Some(rst) = tcp::reset_for(&repr) {
+                        replies.push((tuple, rst));
+                    }
+                }
+            }
+        });
+        for frame in self.deferred.frames.drain(..) {
+            let len = frame.len();
+            self.port.tx(len, &mut |b| b.copy_from_slice(&frame));
+        }
+        for (tuple, r) in replies {
+            let _ = self.net.send_tcp(now, &mut *self.port, &tuple, &r);
+        }
+        for c in accepted {
+            let id = self.next_passive;
+            self.next_passive += 1;
+            let tuple = *c.tuple();
+            let half_open = (c.state() == tcp::State::SynReceived).then_some(tuple.local_port);
+            if half_open.is_none() {
+                self.stats.syn_cookies_accepted += 1;
+            }
+            let inserted = self.insert(
+                now,
+                Conn {
+                    id,
+                    tcp: *c,
+                    phase: Phase::Startup {
+                        forwarded: 0,
+                        outstanding: false,
+                        fin: false,
+                        fin_reported: false,
+                    },
+                    passive: true,
+                    half_open,
+                    close_reason: None,
+                    gone: false,
+                    startup_deadline: None,
+                    linger_deadline: None,
+                    timer_at: None,
+                    last_work: 0,
+                    shrunk: false,
+                    queued: false,
+                },
+            );
+            if inserted.is_none() {
+                if let Some(p) = half_open {
+                    // Not kept (a duplicate tuple): uncount it.
+                    self.half_open = self.half_open.saturating_sub(1);
+                    if let Some(l) = self.listeners.get_mut(&p) {
+                        l.half_open = l.half_open.saturating_sub(1);
+                    }
+                }
+            }
+        }
+        n
+    }
+
+    /// Runs connection `t`: events, received data, QP work, timers, transmission; then
+    /// decides whether it needs the next poll, schedules its next deadline, and frees it
+    /// once closed.
+    fn service(&mut self, now: Instant, t: Token) -> usize {
+        let now_us = micros(now);
+        let startup_octets = self.cfg.limits.startup_octets as u64;
+        let linger_at = now_us.saturating_add(dur_us(self.cfg.limits.linger));
+        let trace = self.trace_qp_errors;
+        let mut out: Vec<CoreEvent> = Vec::new();
+        let mut work = 0;
+        let mut left_half_open = None;
+        let mut time_wait = None;
+        let mut startup_ended = false;
+        let Core {
+            table,
+            ulpdu,
+            stats,
+            net,
+            port,
+            ..
+        } = self;
+        let Some(c) = table.get_mut(t) else {
+            return 0;
+        };
+        let mut peer_closed = false;
+        while let Some(ev) = c.tcp.poll_event() {
+            work += 1;
+            match ev {
+                tcp::Event::Established => {
+                    left_half_open = c.half_open.take();
+                    let tuple = *c.tcp.tuple();
+                    out.push(if c.passive {
+                        stats.accepted += 1;
+                        CoreEvent::Accepted { conn: c.id, tuple }
+                    } else {
+                        CoreEvent::Connected { conn: c.id, tuple }
+                    });
+                }
+                tcp::Event::PeerClosed => match &mut c.phase {
+                    Phase::Startup { fin, .. } => *fin = true,
+                    // Acted on after the octets that precede the FIN are placed (below).
+                    Phase::Fpdu(_) => peer_closed = true,
+                },
+                tcp::Event::Reset => {
+                    c.close_reason.get_or_insert(CloseReason::Reset);
+                    if let Phase::Fpdu(f) = &mut c.phase {
+                        f.qp.on_llp_error(TermError::Llp(MpaErrorCode::TcpClosed));
+                    }
+                }
+                tcp::Event::TimedOut => {
+                    c.close_reason.get_or_insert(CloseReason::TimedOut);
+                    if let Phase::Fpdu(f) = &mut c.phase {
+                        f.qp.on_llp_error(TermError::Llp(MpaErrorCode::TcpClosed));
+                    }
+                }
+                tcp::Event::Closed => {
+                    c.gone = true;
+                }
+            }
+        }
+
+        // Startup and linger deadlines.
+        if c.startup_deadline.is_some_and(|d| now_us >= d)
+            && matches!(c.phase, Phase::Startup { .. })
+            && !c.gone
+        {
+            c.startup_deadline = None;
+            stats.startup_timeouts += 1;
+            c.close_reason = Some(CloseReason::StartupTimeout);
+            c.tcp.abort();
+        }
+        if c.linger_deadline.is_some_and(|d| now_us >= d)
+            && !c.gone
+            && c.tcp.state() != tcp::State::TimeWait
+        {
+            c.linger_deadline = None;
+            stats.linger_resets += 1;
+            c.close_reason = Some(CloseReason::LingerExpired);
+            c.tcp.abort();
+        }
+
+        // Received octets.
+        match &mut c.phase {
+            Phase::Startup {
+                forwarded,
+                outstanding,
+                fin,
+                fin_reported,
+            } => {
+                let waiting = c.tcp.recv_queue_len() as u64;
+                if !*outstanding && waiting > 0 && !c.gone {
+                    let budget = startup_octets.saturating_sub(*forwarded);
+                    if budget == 0 {
+                        // More than any valid startup: MPA is broken; reset.
+                        stats.startup_overflows += 1;
+                        c.close_reason = Some(CloseReason::StartupOverflow);
+                        c.tcp.abort();
+                    } else {
+                        let mut bytes = Vec::with_capacity(waiting.min(budget) as usize);
+                        c.tcp
+                            .recv_max(budget as usize, |_, d| bytes.extend_from_slice(d));
+                        *forwarded += bytes.len() as u64;
+                        *outstanding = true;
+                        work += 1;
+                        out.push(CoreEvent::Data { conn: c.id, bytes });
+                    }
+                }
+                if *fin && !*fin_reported && !*outstanding && c.tcp.recv_queue_len() == 0 {
+                    *fin_reported = true;
+                    out.push(CoreEvent::PeerFin { conn: c.id });
+                }
+            }
+            Phase::Fpdu(f) => {
+                let mut n = 0;
+                c.tcp.recv(|_, data| {
+                    n += deframe_into(f, data);
+                });
+                stats.fpdus_received += n as u64;
+                work += n;
+                if peer_closed {
+                    c.close_reason.get_or_insert(CloseReason::PeerClosed);
+                    // RFC 5044 8: a close in the middle of an FPDU, or any close the ULP
+                    // did not ask for, is an LLP error for the QP; the FPDUs before the
+                    // FIN have been placed and completed above.
+                    f.qp.on_llp_error(TermError::Llp(MpaErrorCode::TcpClosed));
+                    c.tcp.close();
+                    c.linger_deadline.get_or_insert(linger_at);
+                    f.close_requested = true;
+                }
+            }
+        }
+
+        // QP work.
+        let mut stay = false;
+        if let Phase::Fpdu(f) = &mut c.phase {
+            work += run_qp(f, &mut c.tcp, ulpdu, stats);
+            if f.qp.state() != QpState::Rts && !f.error_reported {
+                f.error_reported = true;
+                f.rings.set_state(QpRingState::Error);
+                if trace {
+                    eprintln!(
+                        "qp {} (passive {}) error: sent {:?} received {:?} stats {:?}",
+                        f.rings.qpn,
+                        c.passive,
+                        f.qp.terminate_sent(),
+                        f.qp.terminate_received(),
+                        f.qp.stats()
+                    );
+                }
+                out.push(CoreEvent::QpError {
+                    conn: c.id,
+                    term_sent: f.qp.terminate_sent().copied(),
+                    term_received: f.qp.terminate_received().copied(),
+                });
+            }
+            if f.qp.state() == QpState::Error && !f.close_requested && !f.qp.has_tx() {
+                // RFC 5040 6 / RFC 5044 8: after a Terminate the LLP stream is closed.
+                f.close_requested = true;
+                c.close_reason.get_or_insert(CloseReason::Local);
+                c.tcp.close();
+                c.linger_deadline.get_or_insert(linger_at);
+            }
+            stay = f.held_send.is_some() || f.held_recv.is_some() || f.cq_blocked;
+        }
+
+        // Transmit.
+        let mut poll_at = c.tcp.poll_at();
+        if poll_at.is_some_and(|at| at <= now) {
+            let tuple = *c.tcp.tuple();
+            let room = port.tx_room();
+            let share = port.tx_zero_copy_capable();
+            let port = &mut **port;
+            work += c
+                .tcp
+                .poll_transmit_records(now, room, share, |repr, record| {
+                    if net
+                        .send_tcp_record(now, port, &tuple, repr, record)
+                        .is_err()
+                    {
+                        stats.tx_failures += 1;
+                    }
+                });
+            poll_at = c.tcp.poll_at();
+            // Out of transmit room: more is ready; try again next poll.
+            stay |= poll_at.is_some_and(|at| at <= now);
+        }
+
+        // Both FINs acknowledged and the last ACK sent: the tuple waits out its 2 MSL
+        // without the connection.
+        if !c.gone && c.tcp.state() == tcp::State::TimeWait && !stay {
+            time_wait = c.tcp.time_wait();
+            c.gone = true;
+        }
+
+        if c.gone {
+            let tuple = *c.tcp.tuple();
+            let id = c.id;
+            if matches!(c.phase, Phase::Startup { .. }) {
+                startup_ended = true;
+            }
+            left_half_open = left_half_open.or(c.half_open.take());
+            let reason = c.close_reason.unwrap_or(CloseReason::Local);
+            if let Some(old) = table.remove(t.slot, &tuple, id) {
+                self.alignment_closed.add(old.tcp.stats());
+                if let Phase::Fpdu(f) = &old.phase {
+                    f.rings.set_state(QpRingState::Error);
+                }
+            }
+            self.last_rx = None;
+            out.push(CoreEvent::Closed { conn: id, reason });
+        } else {
+            // Timers, and the next poll if it is needed.
+            let mut next = poll_at.map(micros);
+            for d in [c.startup_deadline, c.linger_deadline]
+                .into_iter()
+                .flatten()
+            {
+                next = Some(next.map_or(d, |n| n.min(d)));
+            }
+            if work > 0 {
+                c.last_work = now_us;
+                c.shrunk = false;
+            } else if !c.shrunk && now_us >= c.last_work.saturating_add(IDLE_SHRINK_US) {
+                // Idle for a while: give back what a burst made the buffers grow to.
+                c.tcp.shrink_buffers();
+                c.shrunk = true;
+            }
+            if !c.shrunk {
+                let at = c.last_work.saturating_add(IDLE_SHRINK_US);
+                next = Some(next.map_or(at, |n| n.min(at)));
+            }
+            if stay {
+                c.queued = true;
+                self.active.push(t);
+            } else if let Some(at) = next {
+                c.timer_at = self.timers.schedule(t, c.timer_at, at.max(now_us));
+            }
+        }
+        if let Some(p) = left_half_open {
+            self.half_open = self.half_open.saturating_sub(1);
+            if let Some(l) = self.listeners.get_mut(&p) {
+                l.half_open = l.half_open.saturating_sub(1);
+            }
+        }
+        if startup_ended {
+            self.startups = self.startups.saturating_sub(1);
+        }
+        if let Some(tw) = time_wait {
+            self.enter_time_wait(tw);
+        }
+        for ev in out {
+            self.emit(ev);
+        }
+        work
+    }
+}
+
+/// Feeds in-order octets to the deframer and each ULPDU to the QP; a framing error (CRC,
+/// marker) becomes the LLP error of RFC 5044 section 8. Returns the FPDUs delivered.
+fn deframe_into(f: &mut FpduConn, data: &[u8]) -> usize {
+    let mut n = 0;
+    let FpduConn { deframer, qp, .. } = f;
+    if let Err(e) = deframer.push(data, |fpdu| {
+        n += 1;
+        qp.on_ulpdu(fpdu.ulpdu);
+    }) {
+        if !matches!(e, crate::mpa::deframe::DeframeError::Stopped(_)) {
+            qp.on_llp_error(TermError::Llp(e.code()));
+        }
+    }
+    n
+}
+
+/// Moves work requests from the consumer's rings into the QP in posting order. A request
+/// the QP cannot take yet (its queue is full) waits in `held_*`; one it refuses completes
+/// in error in its turn ([`Qp::submit_send`]).
+fn take_work_requests(f: &mut FpduConn) -> usize {
+    let mut work = 0;
+    while let Some(wr) = f.held_recv.take().or_else(|| f.rings.rq.pop()) {
+        work += 1;
+        if let Err(wr) = f.qp.submit_recv(wr) {
+            f.held_recv = Some(wr);
+            break;
+        }
+    }
+    while let Some(wr) = f.held_send.take().or_else(|| f.rings.sq.pop()) {
+        work += 1;
+        if let Err(wr) = f.qp.submit_send(wr) {
+            f.held_send = Some(wr);
+            break;
+        }
+    }
+    work
+}
+
+/// Moves work requests from the rings into the QP, ULPDUs from the QP into TCP as FPDUs,
+/// and completions into the CQ rings.
+fn run_qp(
+    f: &mut FpduConn,
+    tcp: &mut Connection,
+    ulpdu: &mut Vec<u8>,
+    stats: &mut CoreStats,
+) -> usize {
+    f.rings.rearm_doorbell();
+    let mut work = take_work_requests(f);
+    let max = f.mulpdu;
+    while f.qp.has_tx() && tcp.send_space() >= f.framer.wire_len(max) {
+        // The record is built in a recycled buffer. Without markers the QP writes the
+        // ULPDU straight into it after room for the ULPDU_Length field and the framer
+        // finishes it in place; with markers the ULPDU is framed from a copy.
+        let mut rec = tcp.take_buffer();
+        let framed = if f.framer.mode().markers {
+            ulpdu.clear();
+            if !f.qp.poll_ulpdu(max, ulpdu) {
+                break;
+            }
+            rec.reserve(f.framer.wire_len(ulpdu.len()));
+            f.framer.frame(ulpdu, &mut rec).map(|()| true)
+        } else {
+            rec.reserve(f.framer.wire_len(max));
+            rec.extend_from_slice(&[0; Framer::IN_PLACE_HEADROOM]);
+            if !f.qp.poll_ulpdu(max, &mut rec) {
+                break;
+            }
+            f.framer.frame_in_place(&mut rec, 0)
+        };
+        if !matches!(framed, Ok(true)) {
+            f.qp.on_llp_error(TermError::Llp(MpaErrorCode::LocalCatastrophic));
+            break;
+        }
+        if tcp.send_fpdu(rec).is_err() {
+            // Room was checked; a refusal means TCP is closing. The QP learns it from the
+            // TCP events.
+            break;
+        }
+        stats.fpdus_sent += 1;
+        work += 1;
+    }
+    f.cq_blocked = false;
+    loop {
+        // Both CQs must have room before a completion is taken out of the QP.
+        if f.rings.send_cq.is_full() || f.rings.recv_cq.is_full() {
+            f.cq_blocked = f.qp.has_completion();
+            break;
+        }
+        let Some(c) = f.qp.poll_completion() else {
+            break;
+        };
+        let cq = if c.opcode == WcOpcode::Recv {
+            &f.rings.recv_cq
+        } else {
+            &f.rings.send_cq
+        };
+        let _ = cq.push(c);
+        work += 1;
+    }
+    work
+}

@@ -1,0 +1,742 @@
+//! The client side of one `iwarp bench` run: connect with the hello, then per size wait
+//! for the server's *ready*, run the test, and send *done*; at the end take the server's
+//! result and close. One small function per kind of test.
+//!
+//! The client's receive queue holds only control receives ([`CTL_RECVS`] of them, 64
+//! octets each, reposted as they are used), except in send-lat, where the server's pongs
+//! are Sends too: there the client posts each receive in the order the server's Sends
+//! come (the ready, the pong of each ping, the next ready or the result).
+
+use std::net::SocketAddrV4;
+use std::time::{Duration, Instant};
+
+use control::verbs::{
+    Access, Completion, Device, InitiatorConfig, Mr, RecvWr, SendOp, SendWr, Sge, WcOpcode,
+};
+use dataplane::lcore::Core;
+use hdrhistogram::Histogram;
+
+use super::proto::{self, Hello, RemoteBuffer, ServerResult, CREDIT_LEN, RESULT_LEN};
+use super::verify;
+use super::{check_options, BenchError, BenchOptions, ClientOutcome, Length, Test, STALL};
+use crate::driver::Endpoint;
+use crate::report::{BwMeter, LatMeter, Progress, ProgressTotal, Sample};
+
+/// Control receives the client keeps posted (except in send-lat).
+pub const CTL_RECVS: u64 = 64;
+/// Octets per control receive.
+const CTL_SLOT: u64 = 64;
+/// `wr_id` bit of control receives (the rest is the slot).
+const WR_CTL: u64 = 1 << 62;
+/// `wr_id` of the client's control Sends (first message, done).
+const WR_CONTROL_SEND: u64 = 1 << 61;
+
+/// What a control receive carried.
+enum Ctl {
+    Ready,
+    Credit(u64),
+    Result(ServerResult),
+}
+
+/// The client's endpoint and its control state.
+struct Client {
+    ep: Endpoint,
+    /// Where control Sends from the server land.
+    ctl: Mr,
+    /// Readies received and not yet taken.
+    ready: u64,
+    /// Credits granted and not yet used.
+    credits: u64,
+    /// The server's result, once it came.
+    result: Option<ServerResult>,
+    /// send-lat: control receives are posted one at a time, in turn.
+    sequenced: bool,
+    /// Octets checked here, and found wrong.
+    verified: u64,
+    errors: u64,
+}
+
+impl Client {
+    /// Pumps once and takes the control receives among the completions; the other
+    /// completions stay in `ep.done`.
+    fn step(&mut self) -> Result<usize, BenchError> {
+        let n = self.ep.pump()?;
+        let mut i = 0;
+        while i < self.ep.done.len() {
+            let c = self.ep.done[i];
+            if c.opcode == WcOpcode::Recv && c.wr_id & WR_CTL != 0 {
+                self.ep.done.swap_remove(i);
+                let ctl = self.take_ctl(&c)?;
+                match ctl {
+                    Ctl::Ready => self.ready += 1,
+                    Ctl::Credit(n) => self.credits += n,
+                    Ctl::Result(r) => self.result = Some(r),
+                }
+            } else {
+                i += 1;
+            }
+        }
+        Ok(n)
+    }
+
+    /// Decodes a control receive and reposts it (not in send-lat, whose receives are
+    /// posted in turn).
+    fn take_ctl(&mut self, c: &Completion) -> Result<Ctl, BenchError> {
+        let slot = c.wr_id & !WR_CTL;
+        let off = slot * CTL_SLOT;
+        let len = c.byte_len as usize;
+        let mut b = [0u8; CTL_SLOT as usize];
+        let b = &mut b[..len.min(CTL_SLOT as usize)];
+        self.ctl
+            .read(off as usize, b)
+            .map_err(|e| BenchError::Thread(format!("reading a control receive: {e}")))?;
+        let ctl = match len {
+            0 => Ctl::Ready,
+            CREDIT_LEN => Ctl::Credit(proto::decode_count(b).unwrap_or(0)),
+            RESULT_LEN => Ctl::Result(ServerResult::decode(b).ok_or_else(|| {
+                BenchError::Protocol("the server's result message is malformed".into())
+            })?),
+            n => {
+                return Err(BenchError::Protocol(format!(
+                    "a control Send of {n} octets from the server"
+                )))
+            }
+        };
+        if !self.sequenced {
+            self.ep.post_recv(RecvWr {
+                wr_id: c.wr_id,
+                local: self.ctl.sge(off, CTL_SLOT as u32),
+            })?;
+        }
+        Ok(ctl)
+    }
+
+    fn post_ctl_recv(&mut self, slot: u64) -> Result<(), BenchError> {
+        self.ep.post_recv(RecvWr {
+            wr_id: WR_CTL | slot,
+            local: self.ctl.sge(slot * CTL_SLOT, CTL_SLOT as u32),
+        })?;
+        Ok(())
+    }
+
+    /// Sends a control message and waits for its completion.
+    fn control_send(&mut self, local: Sge, what: &'static str) -> Result<(), BenchError> {
+        self.ep.post_send(SendWr {
+            wr_id: WR_CONTROL_SEND,
+            op: SendOp::Send,
+            local,
+            signaled: true,
+        })?;
+        let until = Instant::now() + STALL;
+        loop {
+            self.step()?;
+            if let Some(i) = self
+                .ep
+                .done
+                .iter()
+                .position(|c| c.wr_id == WR_CONTROL_SEND && c.opcode == WcOpcode::Send)
+            {
+                self.ep.done.swap_remove(i);
+                return Ok(());
+            }
+            if Instant::now() > until {
+                return Err(BenchError::Stalled(what));
+            }
+        }
+    }
+
+    fn wait_ready(&mut self) -> Result<(), BenchError> {
+        let until = Instant::now() + STALL;
+        while self.ready == 0 {
+            self.step()?;
+            if Instant::now() > until {
+                return Err(BenchError::Stalled("waiting for the server to be ready"));
+            }
+        }
+        self.ready -= 1;
+        Ok(())
+    }
+}
+
+fn reg(ep: &Endpoint, len: usize, access: Access) -> Result<Mr, BenchError> {
+    ep.pd
+        .reg_mr(len.max(1), access)
+        .map_err(|e| BenchError::Thread(format!("registering {len} octets: {e}")))
+}
+
+/// Reads in flight for read-bw: the depth, at most the ORD asked for (RFC 6581 IRD/ORD
+/// negotiation may lower it further; never raise it).
+fn read_depth(o: &BenchOptions, ord: u16) -> usize {
+    o.tx_depth.min(usize::from(ord).max(1))
+}
+
+/// Depth of the client's work queues for `o`.
+fn depth(o: &BenchOptions, ord: u16) -> usize {
+    o.tx_depth.max(usize::from(ord))
+}
+
+/// Runs the client (see [`super::run_client`]).
+pub(super) fn run(
+    dev: &Device,
+    core: Core,
+    o: &BenchOptions,
+    server: SocketAddrV4,
+    mpa: InitiatorConfig,
+) -> (Core, Result<ClientOutcome, BenchError>) {
+    if let Err(e) = check_options(o) {
+        return (core, Err(e));
+    }
+    let d = depth(o, mpa.ord);
+    let mut ep = Endpoint::with_core(dev, core, d + 16, d + CTL_RECVS as usize + 16);
+    ep.stall = STALL;
+    let ctl = match reg(&ep, (CTL_RECVS * CTL_SLOT) as usize, Access::LOCAL_WRITE) {
+        Ok(m) => m,
+        Err(e) => return (ep.into_core().expect("owns its core"), Err(e)),
+    };
+    let mut c = Client {
+        ep,
+        ctl,
+        ready: 0,
+        credits: 0,
+        result: None,
+        sequenced: o.test == Test::SendLat,
+        verified: 0,
+        errors: 0,
+    };
+    let r = main(&mut c, dev, o, server, mpa);
+    if let Ok((_, conn)) = &r {
+        c.ep.disconnect(dev, *conn);
+    }
+    let core = c.ep.into_core().expect("owns its core");
+    (core, r.map(|(out, _)| out))
+}
+
+fn main(
+    c: &mut Client,
+    dev: &Device,
+    o: &BenchOptions,
+    server: SocketAddrV4,
+    mut mpa: InitiatorConfig,
+) -> Result<(ClientOutcome, dataplane::rings::ConnId), BenchError> {
+    let max = o.sizes.iter().copied().max().unwrap_or(1).max(1);
+    // The latency tests' sink (write-lat: the server's answers land here, so the server
+    // learns it from the hello; send-lat: the pongs' receive buffer).
+    let sink = reg(&c.ep, max, Access::LOCAL_WRITE | Access::REMOTE_WRITE)?;
+    let hello = Hello {
+        test: o.test,
+        sizes: o.sizes.clone(),
+        length: o.length,
+        // Read-bw keeps at most ORD Reads in flight: the server's region is sized on it.
+        tx_depth: if o.test == Test::ReadBw {
+            read_depth(o, mpa.ord)
+        } else {
+            o.tx_depth
+        },
+        verify: o.verify,
+        client_sink: (o.test == Test::WriteLat).then(|| RemoteBuffer {
+            stag: sink.key(),
+            to: sink.base_to(),
+        }),
+    };
+    if c.sequenced {
+        c.post_ctl_recv(0)?;
+    } else {
+        for i in 0..CTL_RECVS {
+            c.post_ctl_recv(i)?;
+        }
+    }
+    mpa.private_data = hello
+        .encode()
+        .map_err(|e| BenchError::Options(e.to_string()))?;
+    let asked_ord = mpa.ord;
+    let p = dev.connect(&c.ep.qp, server, mpa);
+    let info = c.ep.wait(&p, "connecting")?;
+    let remote = proto::decode_buffer(info.peer_private_data())
+        .map_err(|e| BenchError::Protocol(e.to_string()))?;
+    if !info.established.peer_to_peer {
+        // Client-server model: the Initiator speaks first (RFC 5044 7.1.2 rule 4). A
+        // zero-length Send, which the server has a receive posted for.
+        c.control_send(empty(), "sending the first message")?;
+    }
+    // send-bw: the server posted one receive per message in flight for the whole run.
+    if o.test == Test::SendBw {
+        c.credits = o.tx_depth as u64;
+    }
+    let ord = usize::from(info.ord).max(1).min(read_depth(o, asked_ord));
+    let done_mr = reg(&c.ep, proto::DONE_LEN, Access::LOCAL_WRITE)?;
+    let mut samples = Vec::new();
+    let mut hist = None;
+    let mut expected = 0u64;
+    for (k, &size) in o.sizes.iter().enumerate() {
+        c.wait_ready()?;
+        let last = k + 1 == o.sizes.len();
+        let (sample, h, messages) = match o.test {
+            Test::WriteBw | Test::ReadBw | Test::SendBw => {
+                let (s, n) = bw(c, o, size, remote, ord)?;
+                (s, None, n)
+            }
+            Test::WriteLat => write_lat(c, o, size, remote, &sink)?,
+            Test::ReadLat => read_lat(c, o, size, remote)?,
+            Test::SendLat => send_lat(c, o, size, &sink, last)?,
+        };
+        if o.verify {
+            // Every octet of every message, by the end that receives it (both ends for the
+            // ping-pong tests).
+            let both = matches!(o.test, Test::WriteLat | Test::SendLat);
+            expected += messages * size as u64 * if both { 2 } else { 1 };
+        }
+        samples.push(sample);
+        hist = h.or(hist);
+        // Tell the server this size is over: with the count for tests where it cannot
+        // count the messages itself.
+        let done = if o.test.is_send() {
+            empty()
+        } else {
+            let _ = done_mr.write(0, &proto::encode_count(messages));
+            done_mr.sge(0, proto::DONE_LEN as u32)
+        };
+        c.control_send(done, "finishing a size")?;
+    }
+    let until = Instant::now() + STALL;
+    let server = loop {
+        if let Some(r) = c.result {
+            break r;
+        }
+        c.step()?;
+        if Instant::now() > until {
+            return Err(BenchError::Stalled("waiting for the server's result"));
+        }
+    };
+    if o.verify {
+        let verified = server.verified + c.verified;
+        let errors = server.errors + c.errors;
+        if errors > 0 {
+            return Err(BenchError::Verify(format!(
+                "{errors} of {verified} octets checked were wrong (server {}, client {})",
+                server.errors, c.errors
+            )));
+        }
+        if verified != expected {
+            return Err(BenchError::Verify(format!(
+                "{verified} octets checked of the {expected} the run moved (server {}, client {})",
+                server.verified, c.verified
+            )));
+        }
+    }
+    Ok((
+        ClientOutcome {
+            samples,
+            histogram: hist,
+            server,
+            client_verified: c.verified,
+            client_errors: c.errors,
+            expected_verified: expected,
+        },
+        info.conn,
+    ))
+}
+
+fn empty() -> Sge {
+    Sge {
+        stag: 0,
+        to: 0,
+        len: 0,
+    }
+}
+
+fn progress(o: &BenchOptions) -> Option<Progress> {
+    o.progress.then(|| {
+        Progress::new(match o.length {
+            Length::Iterations(n) => ProgressTotal::Iterations(n),
+            Length::Duration(d) => ProgressTotal::Duration(d),
+        })
+    })
+}
+
+/// Whether another message may start: the count is not reached, or the time not up.
+fn more(o: &BenchOptions, deadline: Option<Instant>, posted: u64) -> bool {
+    match (o.length, deadline) {
+        (Length::Iterations(n), _) => posted < n,
+        (_, Some(d)) => Instant::now() < d,
+        _ => false,
+    }
+}
+
+/// A bandwidth test: write-bw, read-bw or send-bw. Returns the sample and the number of
+/// messages.
+fn bw(
+    c: &mut Client,
+    o: &BenchOptions,
+    size: usize,
+    r: RemoteBuffer,
+    ord: usize,
+) -> Result<(Sample, u64), BenchError> {
+    let depth = match o.test {
+        Test::ReadBw => o.tx_depth.min(ord).max(1),
+        _ => o.tx_depth,
+    };
+    // With --verify every message in flight has a slot of its own (source, or sink for
+    // Reads); without, they share one (as perftest).
+    let slots = if o.verify { depth } else { 1 };
+    let access = if o.test == Test::ReadBw {
+        Access::LOCAL_WRITE
+    } else {
+        Access::empty()
+    };
+    let buf = reg(&c.ep, size * slots, access | Access::LOCAL_WRITE)?;
+    // Write-bw --verify: the server hands each slot back when it has checked it.
+    let credited = o.test == Test::SendBw || (o.test == Test::WriteBw && o.verify);
+    if o.test == Test::WriteBw && o.verify {
+        c.credits = depth as u64;
+    }
+    // One more region slot than Reads in flight (at most what the server sized it for).
+    let region_slots = verify::region_slots(false, depth);
+    let total = match o.length {
+        Length::Iterations(n) => n,
+        Length::Duration(_) => 0,
+    };
+    let deadline = match o.length {
+        Length::Duration(d) => Some(Instant::now() + d),
+        Length::Iterations(_) => None,
+    };
+    let mut prog = progress(o);
+    let mut meter = BwMeter::with_capacity(size as u64, total.min(1 << 24) as usize);
+    let start = Instant::now();
+    let (mut posted, mut completed) = (0u64, 0u64);
+    let mut stage = vec![0u8; if o.verify { size } else { 0 }];
+    let mut last_progress = Instant::now();
+    loop {
+        let going = more(o, deadline, posted);
+        if !going && completed == posted {
+            break;
+        }
+        while more(o, deadline, posted)
+            && posted - completed < depth as u64
+            && (!credited || c.credits > 0)
+        {
+            let i = posted;
+            let slot = (i % slots as u64) as usize;
+            let off = (slot * size) as u64;
+            let op = match o.test {
+                Test::WriteBw => {
+                    if o.verify {
+                        verify::fill_lap(&mut stage, i, slots);
+                        write(&buf, off as usize, &stage)?;
+                    }
+                    SendOp::Write {
+                        remote_stag: r.stag,
+                        remote_to: r.to + off,
+                    }
+                }
+                Test::ReadBw => {
+                    let from = if o.verify {
+                        let from = verify::read_offset(i, size, region_slots);
+                        verify::poison_region(&mut stage, from);
+                        write(&buf, off as usize, &stage)?;
+                        from
+                    } else {
+                        0
+                    };
+                    SendOp::Read {
+                        remote_stag: r.stag,
+                        remote_to: r.to + from,
+                    }
+                }
+                _ => {
+                    if o.verify {
+                        verify::fill(&mut stage, i);
+                        write(&buf, off as usize, &stage)?;
+                    }
+                    SendOp::Send
+                }
+            };
+            c.ep.post_send(SendWr {
+                wr_id: i,
+                op,
+                local: buf.sge(off, size as u32),
+                signaled: true,
+            })?;
+            meter.post(start.elapsed());
+            posted += 1;
+            if credited {
+                c.credits -= 1;
+            }
+        }
+        let n = c.step()?;
+        let now = start.elapsed();
+        for k in 0..c.ep.done.len() {
+            let d = c.ep.done[k];
+            if d.opcode == WcOpcode::Recv {
+                return Err(BenchError::Protocol(format!(
+                    "an unexpected Send of {} octets from the server",
+                    d.byte_len
+                )));
+            }
+            completed += 1;
+            meter.complete(now);
+            if o.verify && o.test == Test::ReadBw {
+                let i = d.wr_id;
+                let off = (i % slots as u64) as usize * size;
+                let from = verify::read_offset(i, size, region_slots);
+                let got = read(&buf, off, size)?;
+                c.errors += verify::mismatches_region(&got, from);
+                c.verified += size as u64;
+            }
+        }
+        if n > 0 {
+            last_progress = Instant::now();
+        } else if last_progress.elapsed() > STALL {
+            return Err(BenchError::Stalled(if credited && c.credits == 0 {
+                "waiting for credits from the server"
+            } else {
+                "waiting for completions"
+            }));
+        }
+        if let Some(p) = prog.as_mut() {
+            match o.length {
+                Length::Iterations(_) => p.update(completed),
+                Length::Duration(_) => p.update(start.elapsed().as_millis() as u64),
+            }
+        }
+    }
+    if let Some(p) = prog.as_mut() {
+        p.finish();
+    }
+    Ok((Sample::Bw(meter.sample()), posted))
+}
+
+fn write(mr: &Mr, off: usize, data: &[u8]) -> Result<(), BenchError> {
+    mr.write(off, data)
+        .map_err(|e| BenchError::Thread(format!("writing a buffer: {e}")))
+}
+
+fn read(mr: &Mr, off: usize, len: usize) -> Result<Vec<u8>, BenchError> {
+    let mut v = vec![0u8; len];
+    mr.read(off, &mut v)
+        .map_err(|e| BenchError::Thread(format!("reading a buffer: {e}")))?;
+    Ok(v)
+}
+
+/// The counter byte of ping `i` (1..=255, never 0, differs from ping `i - 1`).
+fn counter(i: u64) -> u8 {
+    (i % 255 + 1) as u8
+}
+
+struct LatRun {
+    iters: u64,
+    deadline: Option<Instant>,
+    meter: LatMeter,
+    prog: Option<Progress>,
+    start: Instant,
+}
+
+impl LatRun {
+    fn new(o: &BenchOptions, size: usize) -> LatRun {
+        LatRun {
+            iters: match o.length {
+                Length::Iterations(n) => n,
+                Length::Duration(_) => u64::MAX,
+            },
+            deadline: match o.length {
+                Length::Duration(d) => Some(Instant::now() + d),
+                Length::Iterations(_) => None,
+            },
+            meter: LatMeter::new(size as u64),
+            prog: progress(o),
+            start: Instant::now(),
+        }
+    }
+
+    fn more(&self, i: u64) -> bool {
+        i < self.iters && self.deadline.is_none_or(|d| Instant::now() < d)
+    }
+
+    fn record(&mut self, o: &BenchOptions, i: u64, latency: Duration) {
+        self.meter.record(latency);
+        if let Some(p) = self.prog.as_mut() {
+            match o.length {
+                Length::Iterations(_) => p.update(i),
+                Length::Duration(_) => p.update(self.start.elapsed().as_millis() as u64),
+            }
+        }
+    }
+
+    fn finish(mut self, n: u64) -> (Sample, Option<Histogram<u64>>, u64) {
+        if let Some(p) = self.prog.as_mut() {
+            p.finish();
+        }
+        let h = self.meter.histogram().clone();
+        (Sample::Lat(self.meter.sample()), Some(h), n)
+    }
+}
+
+/// Pumps until `done` says the answer is there.
+fn wait_answer(
+    c: &mut Client,
+    what: &'static str,
+    mut done: impl FnMut(&Client) -> bool,
+) -> Result<(), BenchError> {
+    let until = Instant::now() + STALL;
+    loop {
+        c.step()?;
+        if done(c) {
+            return Ok(());
+        }
+        if Instant::now() > until {
+            return Err(BenchError::Stalled(what));
+        }
+    }
+}
+
+fn write_lat(
+    c: &mut Client,
+    o: &BenchOptions,
+    size: usize,
+    r: RemoteBuffer,
+    sink: &Mr,
+) -> Result<(Sample, Option<Histogram<u64>>, u64), BenchError> {
+    let src = reg(&c.ep, size, Access::empty())?;
+    // The pongs' counters start over: clear the last octet of the last size's.
+    write(sink, size - 1, &[0])?;
+    let mut run = LatRun::new(o, size);
+    let mut stage = vec![0u8; size];
+    let mut i = 0u64;
+    while run.more(i) {
+        let k = counter(i);
+        if o.verify {
+            verify::fill(&mut stage, i);
+            stage[size - 1] = k;
+            write(&src, 0, &stage)?;
+        } else {
+            write(&src, size - 1, &[k])?;
+        }
+        let t0 = Instant::now();
+        c.ep.post_send(SendWr {
+            wr_id: i,
+            op: SendOp::Write {
+                remote_stag: r.stag,
+                remote_to: r.to,
+            },
+            local: src.sge(0, size as u32),
+            signaled: false,
+        })?;
+        wait_answer(c, "waiting for the pong", |_| {
+            sink.load_u8_acquire(size - 1) == Some(k)
+        })?;
+        run.record(o, i + 1, t0.elapsed() / 2);
+        if o.verify {
+            let got = read(sink, 0, size - 1)?;
+            c.errors += verify::mismatches(&got, verify::pong(i));
+            c.verified += size as u64;
+        }
+        i += 1;
+    }
+    Ok(run.finish(i))
+}
+
+fn read_lat(
+    c: &mut Client,
+    o: &BenchOptions,
+    size: usize,
+    r: RemoteBuffer,
+) -> Result<(Sample, Option<Histogram<u64>>, u64), BenchError> {
+    let sink = reg(&c.ep, size, Access::LOCAL_WRITE)?;
+    let region_slots = verify::region_slots(true, 1);
+    let mut run = LatRun::new(o, size);
+    let mut stage = vec![0u8; if o.verify { size } else { 0 }];
+    let mut i = 0u64;
+    while run.more(i) {
+        let from = if o.verify {
+            let from = verify::read_offset(i, size, region_slots);
+            verify::poison_region(&mut stage, from);
+            write(&sink, 0, &stage)?;
+            from
+        } else {
+            0
+        };
+        let t0 = Instant::now();
+        c.ep.post_send(SendWr {
+            wr_id: i,
+            op: SendOp::Read {
+                remote_stag: r.stag,
+                remote_to: r.to + from,
+            },
+            local: sink.sge(0, size as u32),
+            signaled: true,
+        })?;
+        let mut got = false;
+        wait_answer(c, "waiting for the Read Response", |c| {
+            got |=
+                c.ep.done
+                    .iter()
+                    .any(|d| d.wr_id == i && d.opcode == WcOpcode::Read);
+            got
+        })?;
+        run.record(o, i + 1, t0.elapsed());
+        if o.verify {
+            let b = read(&sink, 0, size)?;
+            c.errors += verify::mismatches_region(&b, from);
+            c.verified += size as u64;
+        }
+        i += 1;
+    }
+    Ok(run.finish(i))
+}
+
+fn send_lat(
+    c: &mut Client,
+    o: &BenchOptions,
+    size: usize,
+    sink: &Mr,
+    last_size: bool,
+) -> Result<(Sample, Option<Histogram<u64>>, u64), BenchError> {
+    let src = reg(&c.ep, size, Access::empty())?;
+    let mut run = LatRun::new(o, size);
+    let mut stage = vec![0u8; if o.verify { size } else { 0 }];
+    let mut i = 0u64;
+    // The receive for the first pong; each pong's receive is posted before its ping.
+    while run.more(i) {
+        c.ep.post_recv(RecvWr {
+            wr_id: i,
+            local: sink.sge(0, size as u32),
+        })?;
+        if o.verify {
+            verify::fill(&mut stage, i);
+            write(&src, 0, &stage)?;
+        }
+        let t0 = Instant::now();
+        c.ep.post_send(SendWr {
+            wr_id: i,
+            op: SendOp::Send,
+            local: src.sge(0, size as u32),
+            signaled: false,
+        })?;
+        let mut pong = None;
+        wait_answer(c, "waiting for the pong", |c| {
+            if pong.is_none() {
+                pong =
+                    c.ep.done
+                        .iter()
+                        .find(|d| d.opcode == WcOpcode::Recv && d.wr_id == i)
+                        .copied();
+            }
+            pong.is_some()
+        })?;
+        run.record(o, i + 1, t0.elapsed() / 2);
+        if o.verify {
+            let p = pong.expect("found above");
+            if p.byte_len as usize != size {
+                c.errors += size as u64;
+            } else {
+                let got = read(sink, 0, size)?;
+                c.errors += verify::mismatches(&got, verify::pong(i));
+            }
+            c.verified += size as u64;
+        }
+        i += 1;
+    }
+    // Next from the server: the ready of the next size, or the result.
+    let _ = last_size;
+    c.post_ctl_recv(0)?;
+    Ok(run.finish(i))
+}

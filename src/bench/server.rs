@@ -1,0 +1,851 @@
+//! The `iwarp bench` server: many sessions at once, each a state machine stepped in turn
+//! on the thread that runs the core (run to completion, as a DPDK lcore does; nothing
+//! blocks, no thread per client).
+//!
+//! A connection request is checked before it is accepted: its private data must be a
+//! [`Hello`], the memory its test needs ([`session_memory`]) must fit both the
+//! per-session budget and what is left of the server's ([`Budget`]), and there must be
+//! room for another session. Otherwise it gets an MPA Reject whose private data says why
+//! (the client prints it). Each session has its own protection domain, so no session's
+//! QP can reach another's memory, and its memory is given back when it ends.
+
+use std::collections::VecDeque;
+use std::net::SocketAddrV4;
+use std::time::{Duration, Instant};
+
+use control::cm::{ConnInfo, ConnRequest};
+use control::verbs::{
+    AcceptParams, Access, Device, Listener, Mr, Pending, QpRingState, RecvWr, SendOp, SendWr, Sge,
+    WcOpcode,
+};
+use dataplane::lcore::Core;
+use dataplane::rings::ConnId;
+
+use super::proto::{self, Hello, RemoteBuffer, ServerResult, RESULT_LEN};
+use super::verify;
+use super::{BenchError, Length, Test, STALL};
+use crate::driver::Endpoint;
+
+/// Memory limits of a server.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Budget {
+    /// Most octets one session may register.
+    pub session: u64,
+    /// Most octets all sessions together may register.
+    pub total: u64,
+    /// Most sessions at once.
+    pub sessions: usize,
+}
+
+impl Default for Budget {
+    /// 256 MiB per session, 1 GiB in all, 64 sessions (the `[limits]` defaults).
+    fn default() -> Self {
+        Budget {
+            session: 256 << 20,
+            total: 1 << 30,
+            sessions: 64,
+        }
+    }
+}
+
+/// Control receives a server session keeps posted (tests without data Sends).
+const CTL_RECVS: u64 = 16;
+const CTL_SLOT: u64 = 64;
+const WR_CTL: u64 = 1 << 62;
+const WR_RESULT: u64 = 1 << 61;
+/// Credit grants in flight (each from its own 8-octet slot: a Send's payload is read
+/// when the core frames it, after later grants may have been written).
+const GRANT_SLOTS: u64 = 64;
+
+/// The octets a session for `h` registers on the server: what [`Server`] budgets.
+pub fn session_memory(h: &Hello) -> u64 {
+    let max = h.sizes.iter().copied().max().unwrap_or(1).max(1) as u64;
+    let depth = h.tx_depth as u64;
+    let data = match h.test {
+        Test::WriteBw | Test::SendBw if h.verify => depth * max,
+        Test::ReadBw | Test::ReadLat if h.verify => {
+            verify::region_slots(h.test.is_latency(), h.tx_depth) as u64 * max
+                + verify::READ_SLACK as u64
+        }
+        _ => max,
+    };
+    let src = match h.test {
+        Test::WriteLat | Test::SendLat => max,
+        _ => 0,
+    };
+    // The session's work queues and CQ (the rings are allocated whole).
+    let (sq, rq) = (depth.max(64) + 16, depth + CTL_RECVS + 16);
+    let rings = sq * std::mem::size_of::<control::verbs::SendWr>() as u64
+        + rq * std::mem::size_of::<RecvWr>() as u64
+        + ((sq + rq) * 2 + 64) * std::mem::size_of::<control::verbs::Completion>() as u64;
+    data + src + CTL_RECVS * CTL_SLOT + GRANT_SLOTS * 8 + RESULT_LEN as u64 + rings
+}
+
+/// What one served session was.
+#[derive(Debug)]
+pub struct SessionOutcome {
+    /// The client.
+    pub peer: SocketAddrV4,
+    /// What it asked for.
+    pub hello: Hello,
+    /// What this server checked, or why the session failed.
+    pub result: Result<ServerResult, BenchError>,
+}
+
+/// What a connection request got.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Admission {
+    /// Accepted as a session.
+    Accepted,
+    /// Rejected (MPA Reject) with this reason in the private data.
+    Rejected(String),
+}
+
+/// A server: its listeners, its sessions and their budget.
+pub struct Server {
+    dev: Device,
+    listeners: Vec<Listener>,
+    budget: Budget,
+    used: u64,
+    sessions: Vec<Session>,
+    finished: VecDeque<SessionOutcome>,
+    admissions: u64,
+    rejections: u64,
+    /// The last few rejection reasons (for tests and the log).
+    pub last_rejections: VecDeque<(SocketAddrV4, String)>,
+}
+
+impl std::fmt::Debug for Server {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Server")
+            .field("sessions", &self.sessions.len())
+            .field("used", &self.used)
+            .field("budget", &self.budget)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Server {
+    /// A server on `dev`'s `listeners` with `budget`.
+    pub fn new(dev: Device, listeners: Vec<Listener>, budget: Budget) -> Server {
+        Server {
+            dev,
+            listeners,
+            budget,
+            used: 0,
+            sessions: Vec::new(),
+            finished: VecDeque::new(),
+            admissions: 0,
+            rejections: 0,
+            last_rejections: VecDeque::new(),
+        }
+    }
+
+    /// Sessions running now.
+    pub fn active(&self) -> usize {
+        self.sessions.len()
+    }
+
+    /// Octets registered by the running sessions.
+    pub fn memory_in_use(&self) -> u64 {
+        self.used
+    }
+
+    /// Requests accepted and rejected so far.
+    pub fn admissions(&self) -> (u64, u64) {
+        (self.admissions, self.rejections)
+    }
+
+    /// The next finished session, if one finished.
+    pub fn take_finished(&mut self) -> Option<SessionOutcome> {
+        self.finished.pop_front()
+    }
+
+    /// One turn: takes waiting connection requests (accepting or rejecting each), then
+    /// steps every session once. Never blocks. Returns a measure of the work done.
+    pub fn step(&mut self) -> usize {
+        let mut work = 0;
+        for li in 0..self.listeners.len() {
+            while let Some(req) = self.listeners[li].try_next() {
+                work += 1;
+                self.admit(li, req);
+            }
+        }
+        let mut i = 0;
+        while i < self.sessions.len() {
+            let s = &mut self.sessions[i];
+            match s.step(&self.dev) {
+                Ok(Turn::Busy) => {
+                    work += 1;
+                    i += 1;
+                }
+                Ok(Turn::Idle) => i += 1,
+                Ok(Turn::Done) | Err(_) => {
+                    let s = self.sessions.swap_remove(i);
+                    work += 1;
+                    self.used = self.used.saturating_sub(s.memory);
+                    let result = match s.failed {
+                        Some(e) => Err(e),
+                        None => Ok(s.result),
+                    };
+                    self.finished.push_back(SessionOutcome {
+                        peer: s.peer,
+                        hello: s.hello,
+                        result,
+                    });
+                }
+            }
+        }
+        work
+    }
+
+    fn reject(&mut self, li: usize, req: &ConnRequest, why: String) {
+        self.rejections += 1;
+        let peer = SocketAddrV4::new(req.tuple.remote_addr, req.tuple.remote_port);
+        if self.last_rejections.len() >= 16 {
+            self.last_rejections.pop_front();
+        }
+        self.last_rejections.push_back((peer, why.clone()));
+        let mut pd = why.into_bytes();
+        pd.truncate(proto::MAX_REJECT_REASON);
+        self.listeners[li].reject(req, pd);
+    }
+
+    fn admit(&mut self, li: usize, req: ConnRequest) -> Admission {
+        let hello = match Hello::decode(&req.request.request.private_data) {
+            Ok(h) => h,
+            Err(e) => {
+                let why = e.to_string();
+                self.reject(li, &req, why.clone());
+                return Admission::Rejected(why);
+            }
+        };
+        let need = session_memory(&hello);
+        let mib = |b: u64| b as f64 / (1u64 << 20) as f64;
+        let why = if need > self.budget.session {
+            Some(format!(
+                "{} needs {:.1} MiB on the server; a session may have {:.1} MiB (lower -s or -t)",
+                hello.test.name(),
+                mib(need),
+                mib(self.budget.session)
+            ))
+        } else if self.used + need > self.budget.total {
+            Some(format!(
+                "server memory busy: {} needs {:.1} MiB and {:.1} of {:.1} MiB are free; try later",
+                hello.test.name(),
+                mib(need),
+                mib(self.budget.total - self.used),
+                mib(self.budget.total)
+            ))
+        } else if self.sessions.len() >= self.budget.sessions {
+            Some(format!(
+                "server busy: {} sessions running; try later",
+                self.sessions.len()
+            ))
+        } else {
+            None
+        };
+        if let Some(why) = why {
+            self.reject(li, &req, why.clone());
+            return Admission::Rejected(why);
+        }
+        match Session::start(&self.dev, &self.listeners[li], req, hello, need) {
+            Ok(s) => {
+                self.admissions += 1;
+                self.used += need;
+                self.sessions.push(s);
+                Admission::Accepted
+            }
+            Err((req, e)) => {
+                let why = format!("server cannot start the session: {e}");
+                self.reject(li, &req, why.clone());
+                Admission::Rejected(why)
+            }
+        }
+    }
+
+    /// Runs `core` and this server until `count` sessions have finished (then returns
+    /// their outcomes) or, with `idle`, until that long passes with no session and no
+    /// request.
+    pub fn run_until(
+        &mut self,
+        core: &mut Core,
+        count: u64,
+        idle: Option<Duration>,
+    ) -> Result<Vec<SessionOutcome>, BenchError> {
+        let mut out = Vec::new();
+        let mut last = Instant::now();
+        let mut turns = 0u64;
+        while (out.len() as u64) < count {
+            core.poll();
+            self.step();
+            while let Some(s) = self.take_finished() {
+                out.push(s);
+            }
+            // Sessions watch their own stalls; without any, look at the clock now and
+            // then.
+            turns += 1;
+            if turns % 1024 == 0 {
+                if !self.sessions.is_empty() {
+                    last = Instant::now();
+                } else if idle.is_some_and(|d| last.elapsed() > d) {
+                    return Err(BenchError::Stalled("waiting for the client"));
+                }
+            }
+        }
+        Ok(out)
+    }
+}
+
+/// What a session's turn did.
+enum Turn {
+    Busy,
+    Idle,
+    Done,
+}
+
+enum Phase {
+    /// The Reply went out; waiting for Full Operation.
+    Accepting(Pending<ConnInfo>),
+    /// Running the sizes.
+    Running,
+    /// The result Send is out; waiting for its completion, then for the client to close.
+    Result { sent: bool, since: Instant },
+    /// Closing; waiting until the connection is gone.
+    Closing(Pending<()>, Instant),
+}
+
+/// One client's session (see the module docs).
+struct Session {
+    ep: Endpoint,
+    peer: SocketAddrV4,
+    hello: Hello,
+    memory: u64,
+    conn: Option<ConnId>,
+    phase: Phase,
+    /// The data buffer: Writes land here, Reads come from here, Sends are received here.
+    data: Mr,
+    /// Source of the server's own Writes and Sends (pongs, the result).
+    src: Mr,
+    ctl: Mr,
+    grants: Mr,
+    /// The client-server model's first message is still to come.
+    first_pending: bool,
+    size_idx: usize,
+    /// The ready of the current size went out.
+    ready_sent: bool,
+    /// The client's done for this size, with its count (tests where it sends one).
+    done: Option<u64>,
+    /// Messages of this size received (Send tests) or checked (write-bw) or answered.
+    received: u64,
+    ungranted: u64,
+    grants_sent: u64,
+    write_lat_expect: u8,
+    result: ServerResult,
+    failed: Option<BenchError>,
+    last_progress: Instant,
+    /// Idle steps since the last work.
+    idle_steps: u64,
+}
+
+impl Session {
+    fn start(
+        dev: &Device,
+        listener: &Listener,
+        req: ConnRequest,
+        hello: Hello,
+        memory: u64,
+    ) -> Result<Session, (ConnRequest, String)> {
+        let depth = hello.tx_depth;
+        let mut ep = Endpoint::new(dev, depth.max(64) + 16, depth + CTL_RECVS as usize + 16);
+        ep.stall = STALL;
+        let max = hello.sizes.iter().copied().max().unwrap_or(1).max(1);
+        let data_len = match hello.test {
+            Test::WriteBw | Test::SendBw if hello.verify => depth * max,
+            Test::ReadBw | Test::ReadLat if hello.verify => {
+                verify::region_slots(hello.test.is_latency(), depth) * max + verify::READ_SLACK
+            }
+            _ => max,
+        };
+        let reg = |len: usize, a: Access| {
+            ep.pd
+                .reg_mr(len.max(1), a)
+                .map_err(|e| format!("registering {len} octets: {e}"))
+        };
+        let r = (|| {
+            let data = reg(
+                data_len,
+                Access::LOCAL_WRITE | Access::REMOTE_WRITE | Access::REMOTE_READ,
+            )?;
+            let src = reg(
+                match hello.test {
+                    Test::WriteLat | Test::SendLat => max.max(RESULT_LEN),
+                    _ => RESULT_LEN,
+                },
+                Access::LOCAL_WRITE,
+            )?;
+            let ctl = reg((CTL_RECVS * CTL_SLOT) as usize, Access::LOCAL_WRITE)?;
+            let grants = reg((GRANT_SLOTS * 8) as usize, Access::LOCAL_WRITE)?;
+            Ok::<_, String>((data, src, ctl, grants))
+        })();
+        let (data, src, ctl, grants) = match r {
+            Ok(x) => x,
+            Err(e) => return Err((req, e)),
+        };
+        if hello.test.is_read() && hello.verify {
+            // Contents that depend on the offset, for Reads from moving offsets.
+            let mut v = vec![0u8; data_len];
+            verify::fill_region(&mut v, 0);
+            if let Err(e) = data.write(0, &v) {
+                return Err((req, format!("filling the read region: {e}")));
+            }
+        }
+        let peer = SocketAddrV4::new(req.tuple.remote_addr, req.tuple.remote_port);
+        let mut s = Session {
+            ep,
+            peer,
+            memory,
+            conn: None,
+            phase: Phase::Running,
+            data,
+            src,
+            ctl,
+            grants,
+            first_pending: false,
+            size_idx: 0,
+            ready_sent: false,
+            done: None,
+            received: 0,
+            ungranted: 0,
+            grants_sent: 0,
+            write_lat_expect: 1,
+            result: ServerResult::default(),
+            failed: None,
+            last_progress: Instant::now(),
+            idle_steps: 0,
+            hello,
+        };
+        // Receives before the accept: the client's first message may follow the Reply.
+        if let Err(e) = s.post_initial_receives() {
+            return Err((req, e.to_string()));
+        }
+        let params = AcceptParams {
+            private_data: proto::encode_buffer(RemoteBuffer {
+                stag: s.data.key(),
+                to: s.data.base_to(),
+            }),
+            ..AcceptParams::default()
+        };
+        s.phase = Phase::Accepting(listener.accept(&req, &s.ep.qp, params));
+        s.conn = Some(req.conn);
+        Ok(s)
+    }
+
+    /// The receive buffer of slot `s` (send tests): one slot per message in flight for
+    /// send-bw `--verify` (each is checked before its receive goes back), else one shared
+    /// slot (as perftest).
+    fn slot_sge(&self, s: u64, size: usize) -> Sge {
+        let slots = if self.hello.verify && self.hello.test == Test::SendBw {
+            self.hello.tx_depth as u64
+        } else {
+            1
+        };
+        self.data.sge((s % slots) * size as u64, size as u32)
+    }
+
+    fn size(&self) -> usize {
+        self.hello
+            .sizes
+            .get(self.size_idx)
+            .copied()
+            .unwrap_or(1)
+            .max(1)
+    }
+
+    fn post_initial_receives(&mut self) -> Result<(), BenchError> {
+        if self.hello.test.is_send() {
+            let max = self.hello.sizes.iter().copied().max().unwrap_or(1).max(1);
+            for s in 0..self.hello.tx_depth as u64 {
+                let local = self.slot_sge(s, max);
+                self.ep.post_recv(RecvWr { wr_id: s, local })?;
+            }
+        } else {
+            for k in 0..CTL_RECVS {
+                self.ep.post_recv(RecvWr {
+                    wr_id: WR_CTL | k,
+                    local: self.ctl.sge(k * CTL_SLOT, CTL_SLOT as u32),
+                })?;
+            }
+        }
+        Ok(())
+    }
+
+    fn send(&mut self, wr_id: u64, local: Sge, op: SendOp) -> Result<(), BenchError> {
+        self.ep.post_send(SendWr {
+            wr_id,
+            op,
+            local,
+            signaled: false,
+        })?;
+        Ok(())
+    }
+
+    /// Grants the client the slots checked since the last grant, once there are a
+    /// quarter of the depth of them: the client, which started with the full depth, is
+    /// then never short of a free slot for long.
+    fn grant(&mut self, force: bool) -> Result<(), BenchError> {
+        let batch = (self.hello.tx_depth as u64 / 4).max(1);
+        if self.ungranted == 0 || (!force && self.ungranted < batch) {
+            return Ok(());
+        }
+        let off = (self.grants_sent % GRANT_SLOTS) * 8;
+        self.grants_sent += 1;
+        self.grants
+            .write(off as usize, &proto::encode_count(self.ungranted))
+            .map_err(|e| BenchError::Thread(e.to_string()))?;
+        self.ungranted = 0;
+        let local = self.grants.sge(off, 8);
+        self.send(0, local, SendOp::Send)
+    }
+
+    /// Starts the current size: clears what tells a message is whole, sends *ready*.
+    fn start_size(&mut self) -> Result<(), BenchError> {
+        let size = self.size();
+        self.done = None;
+        self.received = 0;
+        self.write_lat_expect = 1;
+        match self.hello.test {
+            Test::WriteBw if self.hello.verify => {
+                // Lap bytes are never 0: no stale last octet passes for a message.
+                for s in 0..self.hello.tx_depth {
+                    let _ = self.data.write(s * size + size - 1, &[0]);
+                }
+            }
+            Test::WriteLat => {
+                let _ = self.data.write(size - 1, &[0]);
+            }
+            _ => {}
+        }
+        self.ready_sent = true;
+        self.send(0, empty(), SendOp::Send)
+    }
+
+    fn step(&mut self, dev: &Device) -> Result<Turn, BenchError> {
+        let r = self.step_inner(dev);
+        if let Err(e) = r {
+            // A failed session ends at once: its QP goes, and the connection with it.
+            if let Some(c) = self.conn.take() {
+                let _ = dev.disconnect(c);
+            }
+            self.failed = Some(e);
+            return Ok(Turn::Done);
+        }
+        r
+    }
+
+    fn step_inner(&mut self, dev: &Device) -> Result<Turn, BenchError> {
+        match &mut self.phase {
+            Phase::Accepting(p) => match p.try_get() {
+                None => {
+                    if self.last_progress.elapsed() > STALL {
+                        return Err(BenchError::Stalled("accepting"));
+                    }
+                    return Ok(Turn::Idle);
+                }
+                Some(Err(e)) => return Err(BenchError::Connect(e)),
+                Some(Ok(info)) => {
+                    self.conn = Some(info.conn);
+                    self.first_pending = !info.established.peer_to_peer;
+                    self.phase = Phase::Running;
+                    self.last_progress = Instant::now();
+                    self.start_size()?;
+                    return Ok(Turn::Busy);
+                }
+            },
+            Phase::Result { sent, since } => {
+                let sent = *sent;
+                let since = *since;
+                // The client closes once it has the result: the receives still posted
+                // complete flushed then, as they should.
+                self.ep.pump_any();
+                if let Some(c) = self.ep.done.iter().find(|c| c.wr_id == WR_RESULT) {
+                    if c.status != control::verbs::WcStatus::Success {
+                        return Err(BenchError::Completion(*c));
+                    }
+                }
+                let done_now = self.ep.done.iter().any(|c| c.wr_id == WR_RESULT);
+                if !sent && done_now {
+                    self.phase = Phase::Result {
+                        sent: true,
+                        since: Instant::now(),
+                    };
+                    return Ok(Turn::Busy);
+                }
+                // Let the client close first (it reads the result, then closes): our
+                // FIN then answers its FIN and no TIME-WAIT stays here.
+                let peer_closed = self.ep.qp.state() == QpRingState::Error;
+                if sent && (peer_closed || since.elapsed() > STALL) {
+                    let conn = self.conn.take();
+                    let p = match conn {
+                        Some(c) => dev.disconnect(c),
+                        None => return Ok(Turn::Done),
+                    };
+                    self.phase = Phase::Closing(p, Instant::now());
+                    return Ok(Turn::Busy);
+                }
+                if !sent && since.elapsed() > STALL {
+                    return Err(BenchError::Stalled("sending the result"));
+                }
+                return Ok(Turn::Idle);
+            }
+            Phase::Closing(p, since) => {
+                if p.try_get().is_some()
+                    || since.elapsed() > dev.limits().linger + Duration::from_secs(1)
+                {
+                    return Ok(Turn::Done);
+                }
+                return Ok(Turn::Idle);
+            }
+            Phase::Running => {}
+        }
+        let n = self.ep.pump()?;
+        let mut work = n;
+        let done = std::mem::take(&mut self.ep.done);
+        for c in &done {
+            if c.opcode != WcOpcode::Recv {
+                continue;
+            }
+            if self.hello.test.is_send() {
+                self.on_send_recv(c.wr_id, c.byte_len as usize)?;
+            } else {
+                self.on_ctl_recv(c.wr_id, c.byte_len as usize)?;
+            }
+        }
+        self.ep.done = done;
+        match self.hello.test {
+            Test::WriteBw if self.hello.verify => work += self.check_write_slots()?,
+            Test::WriteLat => work += self.answer_write_ping()?,
+            _ => {}
+        }
+        if self.size_finished() {
+            self.size_idx += 1;
+            work += 1;
+            if self.size_idx < self.hello.sizes.len() {
+                self.start_size()?;
+            } else {
+                self.send_result()?;
+            }
+        }
+        if work > 0 {
+            self.idle_steps = 0;
+            Ok(Turn::Busy)
+        } else {
+            // The clock is read only now and then while idle (it costs as much as an
+            // idle step).
+            self.idle_steps += 1;
+            if self.idle_steps % 4096 == 1 {
+                if self.idle_steps == 1 {
+                    self.last_progress = Instant::now();
+                } else if self.last_progress.elapsed() > STALL * 3 {
+                    return Err(BenchError::Stalled("serving"));
+                }
+            }
+            Ok(Turn::Idle)
+        }
+    }
+
+    fn size_finished(&self) -> bool {
+        let Some(n) = self.done else {
+            return false;
+        };
+        match self.hello.test {
+            // Every message checked before the size ends.
+            Test::WriteBw if self.hello.verify => self.received >= n,
+            _ => true,
+        }
+    }
+
+    fn send_result(&mut self) -> Result<(), BenchError> {
+        self.src
+            .write(0, &self.result.encode())
+            .map_err(|e| BenchError::Thread(e.to_string()))?;
+        self.ep.post_send(SendWr {
+            wr_id: WR_RESULT,
+            op: SendOp::Send,
+            local: self.src.sge(0, RESULT_LEN as u32),
+            signaled: true,
+        })?;
+        self.phase = Phase::Result {
+            sent: false,
+            since: Instant::now(),
+        };
+        Ok(())
+    }
+
+    /// A control receive (tests without data Sends): the first message or *done*.
+    fn on_ctl_recv(&mut self, wr_id: u64, len: usize) -> Result<(), BenchError> {
+        let k = wr_id & !WR_CTL;
+        let off = k * CTL_SLOT;
+        let mut b = [0u8; CTL_SLOT as usize];
+        let b = &mut b[..len.min(CTL_SLOT as usize)];
+        self.ctl
+            .read(off as usize, b)
+            .map_err(|e| BenchError::Thread(e.to_string()))?;
+        self.ep.post_recv(RecvWr {
+            wr_id,
+            local: self.ctl.sge(off, CTL_SLOT as u32),
+        })?;
+        match len {
+            0 if self.first_pending => self.first_pending = false,
+            proto::DONE_LEN if self.done.is_none() => {
+                let n = proto::decode_count(b).unwrap_or(0);
+                if let (Length::Iterations(want), false) =
+                    (self.hello.length, self.hello.test.is_latency())
+                {
+                    if n != want {
+                        return Err(BenchError::Protocol(format!(
+                            "the client says it sent {n} messages of the {want} it announced"
+                        )));
+                    }
+                }
+                self.done = Some(n);
+            }
+            _ => {
+                return Err(BenchError::Protocol(format!(
+                    "an unexpected control Send of {len} octets from the client"
+                )))
+            }
+        }
+        Ok(())
+    }
+
+    /// A receive of a Send test: data, or zero-length control.
+    fn on_send_recv(&mut self, s: u64, len: usize) -> Result<(), BenchError> {
+        let size = self.size();
+        let max = self.hello.sizes.iter().copied().max().unwrap_or(1).max(1);
+        let local = self.slot_sge(s, max);
+        if len == 0 {
+            // The client-server model's first message, then each size's done.
+            self.ep.post_recv(RecvWr { wr_id: s, local })?;
+            if self.first_pending {
+                self.first_pending = false;
+            } else if self.done.is_none() {
+                self.done = Some(self.received);
+            }
+            return Ok(());
+        }
+        // Sends arrive in order (RFC 5040 5.5): this is the size's message `seq`.
+        let seq = self.received;
+        self.received += 1;
+        if self.hello.verify {
+            let off = (local.to - self.data.base_to()) as usize;
+            if len != size {
+                self.result.errors += size as u64;
+            } else {
+                let mut v = vec![0u8; size];
+                self.data
+                    .read(off, &mut v)
+                    .map_err(|e| BenchError::Thread(e.to_string()))?;
+                self.result.errors += verify::mismatches(&v, seq);
+            }
+            self.result.verified += size as u64;
+        }
+        // The slot goes back only now, checked.
+        self.ep.post_recv(RecvWr { wr_id: s, local })?;
+        if self.hello.test == Test::SendLat {
+            if self.hello.verify {
+                let mut v = vec![0u8; size];
+                verify::fill(&mut v, verify::pong(seq));
+                self.src
+                    .write(0, &v)
+                    .map_err(|e| BenchError::Thread(e.to_string()))?;
+            }
+            let local = self.src.sge(0, size as u32);
+            self.send(seq, local, SendOp::Send)?;
+        } else {
+            self.ungranted += 1;
+            self.grant(false)?;
+        }
+        Ok(())
+    }
+
+    /// write-bw --verify: checks each message whose last octet has landed, in order, and
+    /// hands its slot back.
+    fn check_write_slots(&mut self) -> Result<usize, BenchError> {
+        let size = self.size();
+        let slots = self.hello.tx_depth;
+        let mut n = 0;
+        let mut v = vec![0u8; size];
+        loop {
+            if self.done.is_some_and(|d| self.received >= d) {
+                break;
+            }
+            let i = self.received;
+            let off = (i % slots as u64) as usize * size;
+            if self.data.load_u8_acquire(off + size - 1) != Some(verify::lap_byte(i, slots)) {
+                break;
+            }
+            self.data
+                .read(off, &mut v)
+                .map_err(|e| BenchError::Thread(e.to_string()))?;
+            self.result.errors += verify::mismatches_lap(&v, i, slots);
+            self.result.verified += size as u64;
+            self.received += 1;
+            self.ungranted += 1;
+            n += 1;
+            self.grant(false)?;
+        }
+        Ok(n)
+    }
+
+    /// write-lat: answers a ping whose counter octet has landed with a pong.
+    fn answer_write_ping(&mut self) -> Result<usize, BenchError> {
+        let size = self.size();
+        let k = self.write_lat_expect;
+        if self.data.load_u8_acquire(size - 1) != Some(k) {
+            return Ok(0);
+        }
+        let Some(r) = self.hello.client_sink else {
+            return Err(BenchError::Protocol(
+                "write-lat without the client's buffer".into(),
+            ));
+        };
+        let i = self.received;
+        let mut v = vec![0u8; size];
+        if self.hello.verify {
+            self.data
+                .read(0, &mut v[..size - 1])
+                .map_err(|e| BenchError::Thread(e.to_string()))?;
+            self.result.errors += verify::mismatches(&v[..size - 1], i);
+            self.result.verified += size as u64;
+            verify::fill(&mut v, verify::pong(i));
+        }
+        v[size - 1] = k;
+        if self.hello.verify {
+            self.src.write(0, &v)
+        } else {
+            self.src.write(size - 1, &[k])
+        }
+        .map_err(|e| BenchError::Thread(e.to_string()))?;
+        let local = self.src.sge(0, size as u32);
+        self.send(
+            i,
+            local,
+            SendOp::Write {
+                remote_stag: r.stag,
+                remote_to: r.to,
+            },
+        )?;
+        self.received += 1;
+        self.write_lat_expect = (self.received % 255 + 1) as u8;
+        Ok(1)
+    }
+}
+
+fn empty() -> Sge {
+    Sge {
+        stag: 0,
+        to: 0,
+        len: 0,
+    }
+}

@@ -1,0 +1,234 @@
+//! The consumer driver every app shares: one QP's endpoint on the verbs surface, with the
+//! waits, retries, timeouts and error reporting a consumer needs, written once.
+//!
+//! An [`Endpoint`] either drives a core itself between its steps ([`Endpoint::with_core`]:
+//! run to completion, like a DPDK lcore running its application; the embedded default and
+//! the `iwarp bench` client do this) or leaves the core to another thread
+//! ([`Endpoint::new`]: `iwarp serve` sessions, which run on the core's thread in turn).
+//! Every wait ends after [`Endpoint::stall`] without progress.
+
+use std::fmt;
+use std::time::{Duration, Instant};
+
+use control::cm::CmError;
+use control::verbs::{
+    Completion, Cq, Device, Pd, PostError, QpInit, QueuePair, RecvWr, SendWr, WcStatus,
+};
+use dataplane::lcore::Core;
+
+/// Longest any wait goes without progress, by default.
+pub const DEFAULT_STALL: Duration = Duration::from_secs(10);
+
+/// A failed completion for an error message: work request, opcode, status and the
+/// Terminate's layer/type/code when there was one.
+pub fn describe_completion(c: &Completion) -> String {
+    format!(
+        "work request {} ({:?}) completed with {:?}{}",
+        c.wr_id,
+        c.opcode,
+        c.status,
+        c.term
+            .map(|t| format!(" (Terminate {:?})", t.triple()))
+            .unwrap_or_default()
+    )
+}
+
+/// Why a driver step failed.
+#[derive(Debug)]
+pub enum DriverError {
+    /// The connection could not be set up (or closed).
+    Connect(CmError),
+    /// A work request completed in error.
+    Completion(Completion),
+    /// No progress for the stall time while doing this.
+    Stalled(&'static str, Duration),
+    /// The QP refused a work request (it is in error).
+    Post(PostError),
+}
+
+impl fmt::Display for DriverError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            DriverError::Connect(e) => write!(f, "connection failed: {e}"),
+            DriverError::Completion(c) => f.write_str(&describe_completion(c)),
+            DriverError::Stalled(what, d) => {
+                write!(f, "no progress for {} s while {what}", d.as_secs_f64())
+            }
+            DriverError::Post(e) => write!(f, "posting a work request: {e}"),
+        }
+    }
+}
+
+impl std::error::Error for DriverError {}
+
+/// Closes `conn` and polls `core` until it is gone: both FINs acknowledged (or reset at
+/// the device's linger time). A process that ends its connections this way before it
+/// exits leaves no peer retransmitting a FIN.
+pub fn close(dev: &Device, core: &mut Core, conn: dataplane::rings::ConnId) {
+    let p = dev.disconnect(conn);
+    let _ = p.poll_with(core, dev.limits().linger + Duration::from_secs(1));
+}
+
+/// One QP and its CQ, driven by a consumer (see the module docs).
+#[derive(Debug)]
+pub struct Endpoint {
+    core: Option<Core>,
+    /// The protection domain of this endpoint (one per session: its regions are not
+    /// reachable from another session's QP).
+    pub pd: Pd,
+    /// The completion queue of both work queues.
+    pub cq: Cq,
+    /// The QP.
+    pub qp: QueuePair,
+    /// Completions taken by the last [`Endpoint::pump`], all successful.
+    pub done: Vec<Completion>,
+    /// Longest a wait goes without progress.
+    pub stall: Duration,
+}
+
+impl Endpoint {
+    /// An endpoint whose core runs elsewhere: `sq`/`rq` work requests deep, in a PD of its
+    /// own.
+    pub fn new(dev: &Device, sq: usize, rq: usize) -> Endpoint {
+        let pd = dev.alloc_pd();
+        let cq = dev.create_cq((sq + rq) * 2 + 64);
+        let mut init = QpInit::new(&cq, &cq);
+        init.max_send_wr = sq;
+        init.max_recv_wr = rq;
+        let qp = pd.create_qp(&init);
+        Endpoint {
+            core: None,
+            pd,
+            cq,
+            qp,
+            done: Vec::with_capacity(256),
+            stall: DEFAULT_STALL,
+        }
+    }
+
+    /// An endpoint that polls `core` whenever it waits.
+    pub fn with_core(dev: &Device, core: Core, sq: usize, rq: usize) -> Endpoint {
+        let mut e = Endpoint::new(dev, sq, rq);
+        e.core = Some(core);
+        e
+    }
+
+    /// Gives the core back (the QP, CQ and PD go).
+    pub fn into_core(self) -> Option<Core> {
+        self.core
+    }
+
+    /// The core this endpoint drives, if it does.
+    pub fn core(&self) -> Option<&Core> {
+        self.core.as_ref()
+    }
+
+    /// Polls the core (when this endpoint drives one) and takes up to 256 completions into
+    /// [`Endpoint::done`] (cleared first). A failed completion is an error. Returns how
+    /// many completions came.
+    pub fn pump(&mut self) -> Result<usize, DriverError> {
+        if let Some(c) = self.core.as_mut() {
+            c.poll();
+        }
+        self.done.clear();
+        let n = self.cq.poll(&mut self.done, 256);
+        if let Some(c) = self.done.iter().find(|c| c.status != WcStatus::Success) {
+            return Err(DriverError::Completion(*c));
+        }
+        Ok(n)
+    }
+
+    /// Like [`Endpoint::pump`], but takes failed completions too (flushed work requests
+    /// after the connection closed, which a closing endpoint expects).
+    pub fn pump_any(&mut self) -> usize {
+        if let Some(c) = self.core.as_mut() {
+            c.poll();
+        }
+        self.done.clear();
+        self.cq.poll(&mut self.done, 256)
+    }
+
+    /// Waits for a pending connection answer.
+    pub fn wait<T>(
+        &mut self,
+        p: &control::verbs::Pending<T>,
+        what: &'static str,
+    ) -> Result<T, DriverError> {
+        let end = Instant::now() + self.stall;
+        loop {
+            if let Some(c) = self.core.as_mut() {
+                c.poll();
+            } else {
+                std::thread::yield_now();
+            }
+            if let Some(r) = p.try_get() {
+                return r.map_err(DriverError::Connect);
+            }
+            if Instant::now() > end {
+                return Err(DriverError::Stalled(what, self.stall));
+            }
+        }
+    }
+
+    /// Posts a send work request, polling the core (not the CQ) while the send queue is
+    /// full.
+    pub fn post_send(&mut self, wr: SendWr) -> Result<(), DriverError> {
+        let end = Instant::now() + self.stall;
+        loop {
+            match self.qp.post_send(wr) {
+                Ok(()) => return Ok(()),
+                Err(PostError::QueueFull) => {
+                    if let Some(c) = self.core.as_mut() {
+                        c.poll();
+                    }
+                    if Instant::now() > end {
+                        return Err(DriverError::Stalled("posting a send", self.stall));
+                    }
+                }
+                Err(e) => return Err(DriverError::Post(e)),
+            }
+        }
+    }
+
+    /// Posts a receive work request.
+    pub fn post_recv(&mut self, wr: RecvWr) -> Result<(), DriverError> {
+        self.qp.post_recv(wr).map_err(DriverError::Post)
+    }
+
+    /// Pumps until `f` finds what it waits for in the completions of a pump (or in state
+    /// it checks itself); every completion is shown to `f` once.
+    pub fn wait_for<R>(
+        &mut self,
+        what: &'static str,
+        mut f: impl FnMut(&[Completion]) -> Option<R>,
+    ) -> Result<R, DriverError> {
+        let end = Instant::now() + self.stall;
+        loop {
+            self.pump()?;
+            if let Some(r) = f(&self.done) {
+                return Ok(r);
+            }
+            if Instant::now() > end {
+                return Err(DriverError::Stalled(what, self.stall));
+            }
+        }
+    }
+
+    /// Closes the connection and waits until it is gone (both FINs acknowledged, or reset
+    /// at the device's linger time), so that a process exiting next leaves no peer
+    /// retransmitting its FIN.
+    pub fn disconnect(&mut self, dev: &Device, conn: dataplane::rings::ConnId) {
+        let p = dev.disconnect(conn);
+        let end = Instant::now() + dev.limits().linger + Duration::from_secs(1);
+        loop {
+            if let Some(c) = self.core.as_mut() {
+                c.poll();
+            } else {
+                std::thread::yield_now();
+            }
+            if p.try_get().is_some() || Instant::now() > end {
+                return;
+            }
+        }
+    }
+}
