@@ -256,16 +256,34 @@ mod dpdk {
         },
     ];
 
-    /// The client runs: (test, flags). Bandwidth tests verify every octet.
+    /// The client runs: (test, flags). Every run verifies every octet.
     const RUNS: [(&str, &[&str]); 6] = [
         ("write-bw", &["-s", "65536", "-n", "400", "--verify"]),
         ("read-bw", &["-s", "65536", "-n", "400", "--verify"]),
         ("send-bw", &["-s", "65536", "-n", "400", "--verify"]),
         ("write-bw", &["-s", "1000", "-n", "2000", "--verify"]),
-        ("write-lat", &["-s", "8", "-n", "500"]),
-        ("read-lat", &["-s", "8", "-n", "500"]),
+        ("write-lat", &["-s", "8", "-n", "500", "--verify"]),
+        ("read-lat", &["-s", "8", "-n", "500", "--verify"]),
     ];
-    const LAT_ONLY: [(&str, &[&str]); 1] = [("send-lat", &["-s", "8", "-n", "500"])];
+    const LAT_ONLY: [(&str, &[&str]); 1] = [("send-lat", &["-s", "8", "-n", "500", "--verify"])];
+
+    /// The octets a run moves that must be checked (every octet of every message; both
+    /// directions of a ping-pong), and of those the server's share.
+    fn expected_octets(test: &str, flags: &[&str]) -> (u64, u64) {
+        let arg = |f: &str| -> u64 {
+            let i = flags
+                .iter()
+                .position(|x| *x == f)
+                .expect("size and count given");
+            flags[i + 1].parse().expect("a number")
+        };
+        let moved = arg("-s") * arg("-n");
+        match test {
+            "write-lat" | "send-lat" => (2 * moved, moved),
+            "read-bw" | "read-lat" => (moved, 0),
+            _ => (moved, moved),
+        }
+    }
 
     const TCP: &str = "[tcp]\nrto_min = \"5ms\"\nrto_initial = \"200ms\"\n";
 
@@ -334,6 +352,12 @@ mod dpdk {
                     .unwrap_or_else(|e| panic!("bad JSON from {test}: {e}\n{out}"));
                 let results = json["samples"].as_array().expect("samples");
                 assert_eq!(results.len(), 1, "{out}");
+                // Every octet of this run checked, none wrong: each run on its own.
+                let (want, _) = expected_octets(test, flags);
+                let v = &json["verify"];
+                assert_eq!(v["wrong_octets"], 0, "{test} {flags:?}: {out}");
+                assert_eq!(v["expected_octets"], want, "{test} {flags:?}: {out}");
+                assert_eq!(v["verified_octets"], want, "{test} {flags:?}: {out}");
                 eprintln!("{} / {test} {}: {}", mode.name, flags.join(" "), results[0]);
             }
             let (ok, out) = srv.finish(Duration::from_secs(20));
@@ -366,22 +390,18 @@ mod dpdk {
             } else {
                 assert_eq!((offloaded, good), (0, 0), "{out}");
             }
-            let sessions = out.lines().filter(|l| l.contains(" wrong")).count();
-            assert_eq!(sessions, runs.len(), "server sessions:\n{out}");
-            for l in out.lines().filter(|l| l.starts_with("session ")) {
-                assert!(l.ends_with(" 0 wrong"), "{l}");
+            // One line per session, in the order the runs came, each with the server's
+            // share of the run's octets checked and none wrong.
+            let sessions: Vec<&str> = out.lines().filter(|l| l.starts_with("session ")).collect();
+            assert_eq!(sessions.len(), runs.len(), "server sessions:\n{out}");
+            for (l, (test, flags)) in sessions.iter().zip(&runs) {
+                let (_, server_share) = expected_octets(test, flags);
+                assert!(l.contains(&format!(": {test}, ")), "{l} is not {test}");
+                assert!(
+                    l.ends_with(&format!("verified {server_share} octets, 0 wrong")),
+                    "{l}: the server's share is {server_share} octets"
+                );
             }
-            let checked: u64 = out
-                .lines()
-                .filter_map(|l| l.split("verified ").nth(1))
-                .filter_map(|l| l.split(' ').next()?.parse::<u64>().ok())
-                .sum();
-            // write-bw checks the final content of each slot; send-bw every message (64 KiB
-            // and 1000-octet runs), read-bw is checked by the client.
-            assert!(
-                checked >= 400 * 65536,
-                "server checked only {checked} octets"
-            );
         }
     }
 

@@ -101,9 +101,16 @@ fn run(name: &str, wire: WireConfig, markers: bool) -> Outcome {
     let mut credits = SLOTS as u64;
     let mut next_seq = 0u64; // next message A sends
     let mut expect_seq = 0u64; // next message B expects
-    let mut a_send_done = vec![0u8; messages as usize]; // per message: writes+sends completed
+                               // Every completion of every kind exactly once: per message, its Write's and its
+                               // Send's completion and (every 16th) its Read's; counted per kind as well.
+    let mut write_done = vec![false; messages as usize];
+    let mut send_done = vec![false; messages as usize];
+    let mut read_done = vec![false; messages as usize];
+    let (mut writes_posted, mut writes_completed) = (0u64, 0u64);
+    let (mut sends_posted, mut sends_completed) = (0u64, 0u64);
     let mut reads_done = 0u64;
     let mut reads_posted = 0u64;
+    let mut credits_received = 0u64;
     let mut read_pending = [false; SLOTS];
     let mut b_established = false;
     let mut stage = vec![0u8; SLOT];
@@ -113,7 +120,8 @@ fn run(name: &str, wire: WireConfig, markers: bool) -> Outcome {
     while expect_seq < messages
         || reads_done < reads_posted
         || credits < SLOTS as u64
-        || a_send_done.iter().any(|&d| d != 2)
+        || writes_completed < writes_posted
+        || sends_completed < sends_posted
     {
         assert!(Instant::now() < deadline, "{name}: no end in sight");
         // A: send while credits last.
@@ -141,6 +149,7 @@ fn run(name: &str, wire: WireConfig, markers: bool) -> Outcome {
                 signaled: true,
             })
             .unwrap();
+            writes_posted += 1;
             a.qp.post_send(SendWr {
                 wr_id: seq << 2 | 1,
                 op: SendOp::Send,
@@ -148,6 +157,7 @@ fn run(name: &str, wire: WireConfig, markers: bool) -> Outcome {
                 signaled: true,
             })
             .unwrap();
+            sends_posted += 1;
             credits -= 1;
             next_seq += 1;
         }
@@ -166,6 +176,7 @@ fn run(name: &str, wire: WireConfig, markers: bool) -> Outcome {
             match c.opcode {
                 WcOpcode::Recv => {
                     credits += 1;
+                    credits_received += 1;
                     a.qp.post_recv(RecvWr {
                         wr_id: c.wr_id,
                         local: credits_in.sge((c.wr_id & 0xff) * 8, 8),
@@ -174,16 +185,35 @@ fn run(name: &str, wire: WireConfig, markers: bool) -> Outcome {
                 }
                 WcOpcode::Read => {
                     let seq = c.wr_id >> 2;
+                    assert_eq!(c.wr_id & 3, 2, "{name}: {c:?}");
+                    assert!(
+                        !std::mem::replace(&mut read_done[seq as usize], true),
+                        "{name}: Read of message {seq} completed twice"
+                    );
                     sink.read(0, &mut got).unwrap();
                     assert_eq!(check(&got, seq), 0, "{name}: read-back of message {seq}");
                     reads_done += 1;
                     read_pending[(seq % SLOTS as u64) as usize] = false;
                 }
-                _ => {
+                WcOpcode::Write => {
                     let seq = (c.wr_id >> 2) as usize;
-                    a_send_done[seq] += 1;
-                    assert!(a_send_done[seq] <= 2, "{name}: duplicate completion {c:?}");
+                    assert_eq!(c.wr_id & 3, 0, "{name}: {c:?}");
+                    assert!(
+                        !std::mem::replace(&mut write_done[seq], true),
+                        "{name}: Write of message {seq} completed twice"
+                    );
+                    writes_completed += 1;
                 }
+                WcOpcode::Send => {
+                    let seq = (c.wr_id >> 2) as usize;
+                    assert_eq!(c.wr_id & 3, 1, "{name}: {c:?}");
+                    assert!(
+                        !std::mem::replace(&mut send_done[seq], true),
+                        "{name}: Send of message {seq} completed twice"
+                    );
+                    sends_completed += 1;
+                }
+                other => panic!("{name}: unexpected completion {other:?}: {c:?}"),
             }
         }
         // B's completions.
@@ -235,6 +265,34 @@ fn run(name: &str, wire: WireConfig, markers: bool) -> Outcome {
         }
     }
     assert!(b_established, "{name}: B's accept never completed");
+    // Posted = completed, per kind, each once.
+    assert_eq!(
+        (writes_posted, writes_completed),
+        (messages, messages),
+        "{name}: Writes"
+    );
+    assert_eq!(
+        (sends_posted, sends_completed),
+        (messages, messages),
+        "{name}: Sends"
+    );
+    assert!(
+        write_done.iter().all(|&d| d),
+        "{name}: a Write never completed"
+    );
+    assert!(
+        send_done.iter().all(|&d| d),
+        "{name}: a Send never completed"
+    );
+    assert_eq!(reads_done, reads_posted, "{name}: Reads");
+    assert_eq!(reads_posted, messages.div_ceil(16), "{name}: Reads posted");
+    assert_eq!(
+        read_done.iter().filter(|&&d| d).count() as u64,
+        reads_posted,
+        "{name}: Reads completed"
+    );
+    assert_eq!(expect_seq, messages, "{name}: messages B received");
+    assert_eq!(credits_received, messages, "{name}: credits A received");
     // Nothing more may come.
     env.quiet(std::time::Duration::from_millis(20), &a.cq);
     env.quiet(std::time::Duration::from_millis(1), &b.cq);
