@@ -78,6 +78,9 @@ cargo test --workspace --all-features
 step "fault injection end to end, 256 MiB per case (release build)"
 cargo test --release -p control --test e2e_faults -- --include-ignored --nocapture
 
+step "hostile peers over the in-memory wire (release build)"
+cargo test --release --test hostile -- --include-ignored --nocapture
+
 step "two iwarp processes on DPDK: af_packet over veth, tap bridged to af_packet, memif (release build; root)"
 cargo test --release --features dpdk --test two_process -- --include-ignored --nocapture
 

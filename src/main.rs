@@ -657,6 +657,7 @@ fn run_serve(a: ServeArgs) -> Result<bool, String> {
         session: u64::from(lim.session_memory_mib) << 20,
         total: u64::from(lim.serve_memory_mib) << 20,
         sessions: lim.max_sessions as usize,
+        pending_per_peer: lim.pending_sessions_per_peer as usize,
     };
     let ok = node
         .run(move |dev, mut core| -> Result<bool, String> {
@@ -680,8 +681,8 @@ fn run_serve(a: ServeArgs) -> Result<bool, String> {
             println!(
                 "limits: {} connections, SYN backlog {} per listener (then SYN cookies), \
                  startup {:?} and {} octets, user timeout {:?}, linger {:?}, {} TIME-WAIT, \
-                 control queues {}, listener queue {}; sessions: {} at once, {} MiB each, \
-                 {} MiB in all",
+                 control queues {}, listener queue {}; sessions: {} at once ({} starting per \
+                 client), {} MiB each, {} MiB in all",
                 l.max_connections,
                 l.syn_backlog,
                 l.startup_timeout,
@@ -692,6 +693,7 @@ fn run_serve(a: ServeArgs) -> Result<bool, String> {
                 l.control_queue,
                 l.listener_queue,
                 budget.sessions,
+                budget.pending_per_peer,
                 budget.session >> 20,
                 budget.total >> 20
             );

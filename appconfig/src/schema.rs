@@ -620,9 +620,13 @@ pub struct Limits {
     /// `iwarp serve`: memory of all sessions at once, MiB. Default 1024; 1..=1048576.
     #[serde(default = "default_serve_memory_mib")]
     pub serve_memory_mib: u32,
-    /// `iwarp serve`: sessions at once (each on its own thread). Default 64; 1..=4096.
+    /// `iwarp serve`: sessions running at once. Default 64; 1..=4096.
     #[serde(default = "default_max_sessions")]
     pub max_sessions: u32,
+    /// `iwarp serve`: sessions still in their MPA startup from one client address.
+    /// Default 16; 1..=4096.
+    #[serde(default = "default_pending_per_peer")]
+    pub pending_sessions_per_peer: u32,
 }
 
 impl Default for Limits {
@@ -640,6 +644,7 @@ impl Default for Limits {
             session_memory_mib: default_session_memory_mib(),
             serve_memory_mib: default_serve_memory_mib(),
             max_sessions: default_max_sessions(),
+            pending_sessions_per_peer: default_pending_per_peer(),
         }
     }
 }
@@ -679,6 +684,9 @@ fn default_serve_memory_mib() -> u32 {
 }
 fn default_max_sessions() -> u32 {
     64
+}
+fn default_pending_per_peer() -> u32 {
+    16
 }
 
 /// `[[listeners]]`: a passive endpoint (MPA Responder).

@@ -99,6 +99,13 @@ fn limits(l: &Limits, p: &mut Problems) {
     );
     range("limits.serve_memory_mib", l.serve_memory_mib, 1, 1 << 20, p);
     range("limits.max_sessions", l.max_sessions, 1, 4096, p);
+    range(
+        "limits.pending_sessions_per_peer",
+        l.pending_sessions_per_peer,
+        1,
+        4096,
+        p,
+    );
     if l.session_memory_mib > l.serve_memory_mib {
         p.add(
             "limits.session_memory_mib",

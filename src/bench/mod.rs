@@ -431,6 +431,7 @@ pub fn run_embedded(o: &BenchOptions) -> Result<BenchOutcome, BenchError> {
                 session: u64::MAX,
                 total: u64::MAX,
                 sessions: 1,
+                pending_per_peer: 1,
             };
             let mut server = server::Server::new(b, vec![listener], budget);
             let mut core = core_b;

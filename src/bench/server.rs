@@ -33,17 +33,23 @@ pub struct Budget {
     pub session: u64,
     /// Most octets all sessions together may register.
     pub total: u64,
-    /// Most sessions at once.
+    /// Most sessions running at once (connections still starting are not counted: they
+    /// hold their memory, and end within the startup limits).
     pub sessions: usize,
+    /// Most sessions still starting from one client address: one host that opens
+    /// sessions and never finishes their startup cannot crowd out the others.
+    pub pending_per_peer: usize,
 }
 
 impl Default for Budget {
-    /// 256 MiB per session, 1 GiB in all, 64 sessions (the `[limits]` defaults).
+    /// 256 MiB per session, 1 GiB in all, 64 sessions, 16 starting per client address
+    /// (the `[limits]` defaults).
     fn default() -> Self {
         Budget {
             session: 256 << 20,
             total: 1 << 30,
             sessions: 64,
+            pending_per_peer: 16,
         }
     }
 }
@@ -141,9 +147,24 @@ impl Server {
         }
     }
 
-    /// Sessions running now.
+    /// Sessions now (starting or running).
     pub fn active(&self) -> usize {
         self.sessions.len()
+    }
+
+    /// Sessions past their startup.
+    pub fn running(&self) -> usize {
+        self.sessions
+            .iter()
+            .filter(|s| !matches!(s.phase, Phase::Accepting(_)))
+            .count()
+    }
+
+    fn pending_from(&self, addr: smoltcp::wire::Ipv4Address) -> usize {
+        self.sessions
+            .iter()
+            .filter(|s| matches!(s.phase, Phase::Accepting(_)) && *s.peer.ip() == addr)
+            .count()
     }
 
     /// Octets registered by the running sessions.
@@ -237,10 +258,15 @@ impl Server {
                 mib(self.budget.total - self.used),
                 mib(self.budget.total)
             ))
-        } else if self.sessions.len() >= self.budget.sessions {
+        } else if self.running() >= self.budget.sessions {
             Some(format!(
                 "server busy: {} sessions running; try later",
-                self.sessions.len()
+                self.running()
+            ))
+        } else if self.pending_from(req.tuple.remote_addr) >= self.budget.pending_per_peer {
+            Some(format!(
+                "too many sessions starting from {}: {} (finish their MPA startup first)",
+                req.tuple.remote_addr, self.budget.pending_per_peer
             ))
         } else {
             None
@@ -372,11 +398,15 @@ impl Session {
                 .reg_mr(len.max(1), a)
                 .map_err(|e| format!("registering {len} octets: {e}"))
         };
+        // Least privilege: the client may write where its Writes go, read where its Reads
+        // come from, and touch nothing else.
+        let remote = match hello.test {
+            Test::WriteBw | Test::WriteLat => Access::REMOTE_WRITE,
+            Test::ReadBw | Test::ReadLat => Access::REMOTE_READ,
+            Test::SendBw | Test::SendLat => Access::empty(),
+        };
         let r = (|| {
-            let data = reg(
-                data_len,
-                Access::LOCAL_WRITE | Access::REMOTE_WRITE | Access::REMOTE_READ,
-            )?;
+            let data = reg(data_len, Access::LOCAL_WRITE | remote)?;
             let src = reg(
                 match hello.test {
                     Test::WriteLat | Test::SendLat => max.max(RESULT_LEN),

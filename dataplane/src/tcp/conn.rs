@@ -735,6 +735,11 @@ impl Connection {
             State::SynSent => self.on_segment_syn_sent(repr),
             _ => self.on_segment_synchronized(repr),
         }
+        // An ACK may have closed the window or ended what was in flight: the persist
+        // timer and the USER TIMEOUT are armed now, not at the next transmit (which may
+        // never come when nothing can be sent).
+        self.arm_persist();
+        self.track_progress();
     }
 
     /// RFC 9293 section 3.10.7.3, SYN-SENT.

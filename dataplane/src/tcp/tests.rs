@@ -1712,3 +1712,35 @@ fn time_wait_snapshot_acks_a_retransmitted_fin() {
     assert_eq!(a.ack_number, Some(p.a().rcv_nxt()));
     assert_eq!(a.seq_number, p.a().snd_nxt());
 }
+
+#[test]
+fn an_ack_that_closes_the_window_arms_the_persist_timer_at_once() {
+    let cfg = Config {
+        user_timeout: Some(Duration::from_millis(500)),
+        ..fast_config()
+    };
+    let mut p = Pair::active_passive(37, cfg, fast_config());
+    assert!(p.established());
+    p.auto_recv = false;
+    records(&mut p, Side::A, &[1000; 4]);
+    // B acknowledges everything A sent with a zero window, injected straight into A with
+    // no transmit poll after it: A must still have a deadline (persist, user timeout),
+    // or nothing would ever look at it again.
+    p.run_for(200);
+    let a_nxt = p.a().snd_nxt();
+    let mut ack = from_b_now(&mut p);
+    ack.ack_number = Some(a_nxt);
+    ack.window_len = 0;
+    p.inject(Side::A, &ack);
+    assert_eq!(p.a().snd_una(), a_nxt);
+    assert_eq!(p.a().snd_wnd(), 0);
+    let _ = records(&mut p, Side::A, &[1000]);
+    let mut ack2 = from_b_now(&mut p);
+    ack2.ack_number = Some(a_nxt);
+    ack2.window_len = 0;
+    p.inject(Side::A, &ack2);
+    assert!(
+        p.a().poll_at().is_some(),
+        "a zero window with data waiting left the connection without a deadline"
+    );
+}
