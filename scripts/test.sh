@@ -20,8 +20,12 @@ command -v c++ >/dev/null || need_pkgs+=(g++)
 command -v pkg-config >/dev/null || need_pkgs+=(pkg-config)
 pkg-config --exists libdpdk 2>/dev/null || need_pkgs+=(libdpdk-dev)
 dpkg -s libclang-dev >/dev/null 2>&1 || need_pkgs+=(libclang-dev)
-# The DPDK port test builds a network namespace with veth pairs (ip netns, ip link).
+# The DPDK port test builds a network namespace with veth pairs (ip netns, ip link); the
+# hostile-peer test on DPDK turns a veth's checksum offload off (ethtool) and attacks from
+# kernel sockets in Python.
 command -v ip >/dev/null || need_pkgs+=(iproute2)
+command -v ethtool >/dev/null || need_pkgs+=(ethtool)
+command -v python3 >/dev/null || need_pkgs+=(python3)
 if [ ${#need_pkgs[@]} -gt 0 ]; then
   step "installing ${need_pkgs[*]}"
   if [ "$(id -u)" = 0 ]; then
@@ -80,6 +84,9 @@ cargo test --release -p control --test e2e_faults -- --include-ignored --nocaptu
 
 step "hostile peers over the in-memory wire (release build)"
 cargo test --release --test hostile -- --include-ignored --nocapture
+
+step "hostile peers against iwarp serve on DPDK af_packet, from kernel sockets (release build; root)"
+cargo test --release --features dpdk --test hostile_dpdk -- --include-ignored --nocapture
 
 step "two iwarp processes on DPDK: af_packet over veth, tap bridged to af_packet, memif (release build; root)"
 cargo test --release --features dpdk --test two_process -- --include-ignored --nocapture

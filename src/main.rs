@@ -737,7 +737,34 @@ fn run_serve(a: ServeArgs) -> Result<bool, String> {
                     iwarp::deploy::quiesce_memif(&core, iwarp::deploy::MEMIF_QUIESCE);
                 }
             }
-            let _ = rejected;
+            // What the last sessions and any attackers left ends within the limits: wait for
+            // the table to empty (keeping the sessions' close handshakes going), then say
+            // what the core saw.
+            let lim = *core.limits();
+            let until = std::time::Instant::now() + lim.startup_timeout + lim.linger * 2;
+            while core.connections() > 0 && std::time::Instant::now() < until {
+                core.poll();
+                server.step();
+            }
+            let g = core.gauges();
+            let st = core.stats();
+            let (admitted, refused_sessions) = server.admissions();
+            println!(
+                "core: {} connections left ({} half-open, {} in TIME-WAIT); {} accepted, \
+                 {} SYN cookies sent ({} completed), {} refused, {} startup timeouts, {} \
+                 startup overflows, {} linger resets; sessions: {admitted} admitted, \
+                 {refused_sessions} rejected ({rejected} printed)",
+                g.connections,
+                g.half_open,
+                g.time_wait,
+                st.accepted,
+                st.syn_cookies_sent,
+                st.syn_cookies_accepted,
+                st.refused,
+                st.startup_timeouts,
+                st.startup_overflows,
+                st.linger_resets
+            );
             let s = core.port_stats();
             println!(
                 "port {pname}: rx {} frames ({} dropped; device checksums {} good, {} bad), \

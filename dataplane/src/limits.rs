@@ -10,7 +10,7 @@
 //! | time data may wait for an acknowledgment | [`Limits::user_timeout`] | RST; the QP flushes |
 //! | time a graceful close may take | [`Limits::linger`] | RST |
 //! | TIME-WAIT tuples of one core | [`Limits::time_wait`] | the oldest is forgotten |
-//! | control messages queued each way (core, control thread, consumers) | [`Limits::control_queue`] | new connections refused; consumer requests answered "busy" |
+//! | control messages queued each way (core, control thread, consumers) | [`Limits::control_queue`] (and 4 times that waiting in the core) | new connections refused; consumer requests answered "busy" |
 //! | connection requests waiting for the consumer's accept | [`Limits::listener_queue`] | MPA Reject with "listener queue full" |
 //!
 //! Why SYN cookies rather than refusing SYNs beyond the backlog: a SYN flood fills any

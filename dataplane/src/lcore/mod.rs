@@ -60,6 +60,10 @@ use timers::Timers;
 /// Frames taken per receive burst.
 pub const RX_BURST: usize = 64;
 
+/// Events the core keeps for a control thread that is behind, in channels' worth
+/// ([`Limits::control_queue`]), before it refuses new connections.
+pub const OUTBOX_FACTOR: usize = 4;
+
 /// Commands taken from the control thread per poll (the rest wait for the next poll).
 const CMD_BURST: usize = 256;
 
@@ -533,7 +537,7 @@ impl Core {
     /// Sends an event to the control thread, or keeps it (in order) while the channel is
     /// full. The outbox is bounded by the connections: each has at most one chunk of
     /// data and a handful of events outstanding, and no new connection is taken while
-    /// the outbox is not empty.
+    /// it holds [`OUTBOX_FACTOR`] channels' worth.
     fn emit(&mut self, ev: CoreEvent) {
         if !self.outbox.is_empty() {
             self.outbox.push_back(ev);
@@ -569,9 +573,13 @@ impl Core {
         n
     }
 
-    /// Whether a new connection may be taken now.
+    /// Whether a new connection may be taken now: the table has room, and the events
+    /// waiting for the control thread are fewer than [`OUTBOX_FACTOR`] channels' worth
+    /// (a burst of new connections queues a few events each; beyond that the control
+    /// thread is not keeping up, and new connections are refused until it catches up).
     fn room_for_connection(&self) -> bool {
-        self.table.len() < self.cfg.limits.max_connections && self.outbox.is_empty()
+        self.table.len() < self.cfg.limits.max_connections
+            && self.outbox.len() < self.cfg.limits.control_queue * OUTBOX_FACTOR
     }
 
     fn insert(&mut self, now: Instant, conn: Conn) -> Option<Token> {
