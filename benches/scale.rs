@@ -64,7 +64,9 @@ struct Shared {
 /// The server: node B's core, accepting every request (idle ones with small QPs), and
 /// answering the busy QP's pings with pongs into the client's buffer.
 fn server(dev: Device, mut core: dataplane::lcore::Core, sh: Arc<Shared>, client_sink: (u32, u64)) {
-    let listener = dev.listen(PORT, ResponderConfig::default()).expect("listen");
+    let listener = dev
+        .listen(PORT, ResponderConfig::default())
+        .expect("listen");
     let pd = dev.alloc_pd();
     let cq = dev.create_cq(1 << 16);
     let mut qps: Vec<QueuePair> = Vec::new();
@@ -289,7 +291,10 @@ fn main() {
             ..InitiatorConfig::default()
         },
     );
-    let info = p.poll_with(&mut c.core, Duration::from_secs(10)).expect("busy").expect("busy");
+    let info = p
+        .poll_with(&mut c.core, Duration::from_secs(10))
+        .expect("busy")
+        .expect("busy");
     let pd_ = info.peer_private_data();
     let remote = (
         u32::from_be_bytes(pd_[..4].try_into().unwrap()),

@@ -353,6 +353,41 @@ mod tests {
     use super::*;
 
     #[test]
+    fn every_limits_key_and_the_first_fpdu_timeout_reach_the_core() {
+        let c = appconfig::from_str(
+            &format!(
+                "{}[limits]\nmax_connections = 7\nsyn_backlog = 8\nstartup_timeout = \"9s\"\n\
+                 startup_octets = 1000\nuser_timeout = \"11s\"\nlinger = \"12ms\"\n\
+                 time_wait = 13\ncontrol_queue = 140\nlistener_queue = 15\n\
+                 [mpa]\nfirst_fpdu_timeout = \"16s\"\n",
+                TWO
+            ),
+            "t.toml",
+        )
+        .expect("valid");
+        let l = limits(&c.limits);
+        assert_eq!(
+            l,
+            dataplane::limits::Limits {
+                max_connections: 7,
+                syn_backlog: 8,
+                startup_timeout: Duration::from_secs(9),
+                startup_octets: 1000,
+                user_timeout: Duration::from_secs(11),
+                linger: Duration::from_millis(12),
+                time_wait: 13,
+                control_queue: 140,
+                listener_queue: 15,
+            }
+        );
+        l.validate().expect("in range");
+        assert_eq!(
+            responder_config(&c.mpa).first_fpdu_timeout,
+            Some(Duration::from_secs(16))
+        );
+    }
+
+    #[test]
     fn limits_defaults_match_the_dataplane() {
         assert_eq!(
             limits(&appconfig::Limits::default()),

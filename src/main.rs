@@ -652,13 +652,7 @@ fn run_serve(a: ServeArgs) -> Result<bool, String> {
     let node = iwarp::deploy::open(&cfg, port).map_err(|e| e.to_string())?;
     let count = a.count;
     let memif = cfg.ports[port].driver == appconfig::Driver::Memif;
-    let lim = cfg.limits.clone();
-    let budget = iwarp::bench::server::Budget {
-        session: u64::from(lim.session_memory_mib) << 20,
-        total: u64::from(lim.serve_memory_mib) << 20,
-        sessions: lim.max_sessions as usize,
-        pending_per_peer: lim.pending_sessions_per_peer as usize,
-    };
+    let budget = iwarp::bench::server::Budget::from_limits(&cfg.limits);
     let ok = node
         .run(move |dev, mut core| -> Result<bool, String> {
             let mut ls = Vec::new();

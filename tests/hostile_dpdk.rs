@@ -45,7 +45,7 @@ mod dpdk {
 
     /// The server's limits: the defaults but for timeouts short enough for a test.
     const LIMITS: &str = "[limits]\nsyn_backlog = 256\nstartup_timeout = \"3s\"\n\
-                          user_timeout = \"2s\"\nlinger = \"500ms\"\n";
+                          user_timeout = \"2s\"\nlinger = \"500ms\"\nsession_memory_mib = 2\n";
     const MPA: &str = "[mpa]\nrequest_timeout = \"2s\"\nfirst_fpdu_timeout = \"2s\"\n\
                        rtr_timeout = \"2s\"\n";
 
@@ -235,7 +235,34 @@ mod dpdk {
         let after = w["ended_after"].as_f64().unwrap();
         assert!((1.5..5.0).contains(&after), "{w}");
 
-        // 4. A good client after the attacks; then the server reports an empty table.
+        // 4. A client that asks for more than a session may have (2 MiB here) is told why.
+        let (ok, out) = Proc::spawn(
+            Some(&ns),
+            &[
+                "bench",
+                "write-bw",
+                "--config",
+                &client_cfg,
+                "--peer",
+                SERVER,
+                "-s",
+                "1048576",
+                "-t",
+                "4",
+                "-n",
+                "10",
+                "--verify",
+            ],
+        )
+        .finish(Duration::from_secs(30));
+        assert!(!ok, "{out}");
+        assert!(
+            out.contains("rejected by the peer: write-bw needs 4.")
+                && out.contains("a session may have 2.0 MiB"),
+            "{out}"
+        );
+
+        // 5. A good client after the attacks; then the server reports an empty table.
         good(&mut rss_max);
         let (ok, out) = srv.finish(Duration::from_secs(30));
         assert!(ok, "server:\n{out}");

@@ -57,19 +57,18 @@ pub(crate) fn validate(c: &Config) -> Vec<(String, String)> {
 fn limits(l: &Limits, p: &mut Problems) {
     range("limits.max_connections", l.max_connections, 1, 1 << 20, p);
     range("limits.syn_backlog", l.syn_backlog, 1, 1 << 20, p);
-    let span = |path: &str, t: Millis, lo: Duration, hi: Duration, p: &mut Problems| {
-        if t.0 < lo || t.0 > hi {
-            p.add(
-                path,
-                format!("{t} is out of range: {}..={}", Millis(lo), Millis(hi)),
-            );
-        }
-    };
+    let span =
+        |path: &str, t: Millis, lo: Duration, hi: Duration, shown: &str, p: &mut Problems| {
+            if t.0 < lo || t.0 > hi {
+                p.add(path, format!("{t} is out of range: {shown}"));
+            }
+        };
     span(
         "limits.startup_timeout",
         l.startup_timeout,
         Duration::from_millis(10),
         Duration::from_secs(600),
+        "10ms..=10m",
         p,
     );
     range("limits.startup_octets", l.startup_octets, 532, 16 << 20, p);
@@ -78,6 +77,7 @@ fn limits(l: &Limits, p: &mut Problems) {
         l.user_timeout,
         Duration::from_millis(10),
         Duration::from_secs(3600),
+        "10ms..=1h",
         p,
     );
     span(
@@ -85,6 +85,7 @@ fn limits(l: &Limits, p: &mut Problems) {
         l.linger,
         Duration::from_millis(1),
         Duration::from_secs(600),
+        "1ms..=10m",
         p,
     );
     range("limits.time_wait", l.time_wait, 0, 1 << 22, p);

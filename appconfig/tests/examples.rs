@@ -135,6 +135,25 @@ fn baremetal_argv_and_overrides() {
         std::time::Duration::from_millis(5000)
     );
     assert_eq!(c.tcp.rto_min.get(), std::time::Duration::from_millis(5));
+    // Every [limits] key, set away from its default.
+    let d = appconfig::Limits::default();
+    let l = &c.limits;
+    assert_eq!(l.max_connections, 65536);
+    assert_eq!(l.syn_backlog, 4096);
+    assert_eq!(l.startup_timeout.get(), std::time::Duration::from_secs(10));
+    assert_eq!(l.user_timeout.get(), std::time::Duration::from_secs(10));
+    assert_eq!(l.linger.get(), std::time::Duration::from_secs(2));
+    assert_eq!(
+        (l.time_wait, l.control_queue, l.listener_queue),
+        (65536, 16384, 1024)
+    );
+    assert_eq!((l.session_memory_mib, l.serve_memory_mib), (4096, 16384));
+    assert_eq!((l.max_sessions, l.pending_sessions_per_peer), (256, 64));
+    assert_eq!(l.startup_octets, d.startup_octets);
+    assert_eq!(
+        c.mpa.first_fpdu_timeout.get(),
+        std::time::Duration::from_secs(10)
+    );
     let l1 = c.listener_mpa(&c.listeners[1]);
     assert!(l1.markers && !c.mpa.markers);
     assert_eq!((l1.ird, l1.ord, l1.rev), (16, 16, 2));

@@ -41,6 +41,18 @@ pub struct Budget {
     pub pending_per_peer: usize,
 }
 
+impl Budget {
+    /// The `iwarp serve` budget of a deployment file's `[limits]`.
+    pub fn from_limits(l: &appconfig::Limits) -> Budget {
+        Budget {
+            session: u64::from(l.session_memory_mib) << 20,
+            total: u64::from(l.serve_memory_mib) << 20,
+            sessions: l.max_sessions as usize,
+            pending_per_peer: l.pending_sessions_per_peer as usize,
+        }
+    }
+}
+
 impl Default for Budget {
     /// 256 MiB per session, 1 GiB in all, 64 sessions, 16 starting per client address
     /// (the `[limits]` defaults).
@@ -85,6 +97,35 @@ pub fn session_memory(h: &Hello) -> u64 {
         + rq * std::mem::size_of::<RecvWr>() as u64
         + ((sq + rq) * 2 + 64) * std::mem::size_of::<control::verbs::Completion>() as u64;
     data + src + CTL_RECVS * CTL_SLOT + GRANT_SLOTS * 8 + RESULT_LEN as u64 + rings
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_budget_comes_from_the_file_and_its_defaults_are_budget_defaults() {
+        assert_eq!(
+            Budget::from_limits(&appconfig::Limits::default()),
+            Budget::default()
+        );
+        let l = appconfig::Limits {
+            session_memory_mib: 3,
+            serve_memory_mib: 5,
+            max_sessions: 7,
+            pending_sessions_per_peer: 11,
+            ..appconfig::Limits::default()
+        };
+        assert_eq!(
+            Budget::from_limits(&l),
+            Budget {
+                session: 3 << 20,
+                total: 5 << 20,
+                sessions: 7,
+                pending_per_peer: 11,
+            }
+        );
+    }
 }
 
 /// What one served session was.

@@ -78,7 +78,12 @@ type ClientRun = (
     Result<iwarp::bench::ClientOutcome, iwarp::bench::BenchError>,
 );
 
+/// One case at a time: the resident-set bounds are the process's, and the cases' threads
+/// would otherwise share the two CPUs.
+static SERIAL: Mutex<()> = Mutex::new(());
+
 struct Lab {
+    _serial: std::sync::MutexGuard<'static, ()>,
     attacker: Attacker,
     a: Device,
     core_a: Option<Core>,
@@ -125,6 +130,11 @@ fn rss() -> u64 {
 
 impl Lab {
     fn new(limits: Limits) -> Lab {
+        Lab::with(limits, responder())
+    }
+
+    fn with(limits: Limits, responder: ResponderConfig) -> Lab {
+        let serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
         let (pa, pb) = mem::link(WireConfig::default(), WireConfig::default());
         let tap = Arc::new(Tap::default());
         let tapped = TapPort {
@@ -133,7 +143,7 @@ impl Lab {
         };
         let (a, core_a) = node(Box::new(tapped), ADDR_A, Limits::default());
         let (b, mut core_b) = node(Box::new(pb), ADDR_B, limits);
-        let listener = b.listen(BENCH_PORT, responder()).expect("listen");
+        let listener = b.listen(BENCH_PORT, responder).expect("listen");
         let stop = Arc::new(AtomicBool::new(false));
         let snap = Arc::new(Mutex::new(Snap::default()));
         let (s2, n2) = (stop.clone(), snap.clone());
@@ -177,6 +187,7 @@ impl Lab {
             .expect("server thread");
         let r = rss();
         Lab {
+            _serial: serial,
             attacker: Attacker::new(tap),
             a,
             core_a: Some(core_a),
@@ -796,5 +807,138 @@ fn guessed_stags_of_a_concurrent_session_never_place() {
     eprintln!("{guesses} guessed Writes in {terms} sessions: only Terminates");
     assert!(terms >= 10);
     l.drained(Duration::from_secs(5), 256 * MIB);
+    l.finish();
+}
+
+#[test]
+fn an_idle_connection_is_reset_at_the_startup_timeout() {
+    // The MPA Request wait (30 s here) is longer than the startup limit (1 s): the limit
+    // ends it, with a reset.
+    let mut l = Lab::with(
+        Limits {
+            startup_timeout: Duration::from_secs(1),
+            ..limits()
+        },
+        ResponderConfig {
+            request_timeout: Some(Duration::from_secs(30)),
+            ..responder()
+        },
+    );
+    let t = l.open(1)[0];
+    let start = Instant::now();
+    l.until("the reset", Duration::from_secs(5), |l| {
+        l.attacker.peers[&t].reset
+    });
+    let took = start.elapsed();
+    assert!(
+        took >= Duration::from_millis(800) && took < Duration::from_millis(2000),
+        "{took:?}"
+    );
+    l.until("the count", Duration::from_secs(1), |l| {
+        l.snap().stats.startup_timeouts == 1
+    });
+    l.drained(Duration::from_secs(5), 64 * MIB);
+    l.finish();
+}
+
+/// A hello for `test` that makes the server register about `mib` MiB.
+fn hello_of(mib: usize) -> Hello {
+    Hello {
+        test: Test::WriteBw,
+        sizes: vec![mib << 20],
+        length: Length::Iterations(10),
+        tx_depth: 1,
+        verify: true,
+        client_sink: None,
+    }
+}
+
+/// Starts an attacker session with `h` and returns how its startup ended: `Ok` in Full
+/// Operation, or the Reject's reason.
+fn try_session(l: &mut Lab, h: &Hello, first: bool) -> Result<dataplane::tcp::FourTuple, String> {
+    let t = l.attacker.connect(Lab::server_addr());
+    l.until("TCP", Duration::from_secs(5), |l| {
+        l.attacker.peers[&t].tcp.state() == dataplane::tcp::State::Established
+    });
+    l.attacker.start_mpa(
+        t,
+        InitiatorConfig {
+            private_data: h.encode().unwrap(),
+            ..InitiatorConfig::default()
+        },
+    );
+    l.until("the startup", Duration::from_secs(5), |l| {
+        !matches!(l.attacker.peers[&t].mpa, Mpa::Starting(_))
+    });
+    match &l.attacker.peers[&t].mpa {
+        Mpa::Fpdu { .. } => {
+            if first {
+                assert!(l.attacker.send_ulpdu(t, &rdmap::zero_length_send(1)));
+            }
+            Ok(t)
+        }
+        Mpa::Failed(why) => Err(why.clone()),
+        _ => unreachable!(),
+    }
+}
+
+#[test]
+fn serve_budgets_refuse_with_the_reason() {
+    let mut l = Lab::new(limits());
+    // The server's whole budget is 256 MiB (64 MiB a session): six 40 MiB sessions fit,
+    // the seventh's memory is not there.
+    let mut held = Vec::new();
+    let why = loop {
+        match try_session(&mut l, &hello_of(40), true) {
+            Ok(t) => held.push(t),
+            Err(why) => break why,
+        }
+        assert!(held.len() <= 6, "more than 256 MiB handed out");
+    };
+    assert!(why.contains("server memory busy"), "{why}");
+    assert_eq!(held.len(), 6, "sessions that fit in 256 MiB");
+    let s = l.snap();
+    assert!(s.memory <= 256 * MIB && s.memory > 200 * MIB, "{s:?}");
+    // More sessions than the server runs at once (8): small ones, past the memory.
+    for t in held.drain(..) {
+        l.attacker.peers.get_mut(&t).unwrap().tcp.abort();
+    }
+    l.until("the sessions to end", Duration::from_secs(10), |l| {
+        l.snap().sessions == 0
+    });
+    let mut small = Vec::new();
+    let why = loop {
+        match try_session(&mut l, &hello(Test::WriteBw), true) {
+            Ok(t) => small.push(t),
+            Err(why) => break why,
+        }
+        assert!(small.len() <= 8, "more than 8 sessions ran at once");
+    };
+    assert_eq!(small.len(), 8);
+    assert!(why.contains("server busy: 8 sessions running"), "{why}");
+    for t in small.drain(..) {
+        l.attacker.peers.get_mut(&t).unwrap().tcp.abort();
+    }
+    l.until("the sessions to end", Duration::from_secs(10), |l| {
+        l.snap().sessions == 0
+    });
+    // Startups from one address that never send their first message: four at most.
+    let mut starting = Vec::new();
+    let why = loop {
+        match try_session(&mut l, &hello(Test::WriteBw), false) {
+            Ok(t) => starting.push(t),
+            Err(why) => break why,
+        }
+        assert!(starting.len() <= 4);
+    };
+    assert_eq!(starting.len(), 4);
+    assert!(
+        why.contains("too many sessions starting from 10.77.0.3: 4"),
+        "{why}"
+    );
+    // Meanwhile another address is served.
+    let verified = l.good_client();
+    assert_eq!(verified, 2000 * 4096);
+    l.drained(Duration::from_secs(10), 512 * MIB);
     l.finish();
 }

@@ -1,0 +1,290 @@
+//! Each cap of the resource model ([`Limits`]) changes what happens when it is reached:
+//! one test per limit, over the in-memory wire (both cores driven by the test thread) or,
+//! for the control channel, on the sans-IO connection manager itself.
+//!
+//! The limits a peer alone can push (SYN backlog, startup timeout, user timeout, linger)
+//! are shown under attack in the hostile suite (`tests/hostile`).
+
+mod e2e;
+
+use std::net::SocketAddrV4;
+use std::time::{Duration, Instant};
+
+use control::cm::{CmError, CmRequest, ConnectionManager, QpSpec};
+use control::embedded::{self, ADDR_B, BENCH_PORT};
+use control::verbs::*;
+use dataplane::limits::Limits;
+use dataplane::port::mem::WireConfig;
+use dataplane::rings::{CloseReason, CoreCmd, QpRings};
+use e2e::*;
+
+fn env(limits: Limits) -> Env {
+    let pair = embedded::pair_with_limits(
+        WireConfig::default(),
+        WireConfig::default(),
+        embedded::tcp_config(1500),
+        limits,
+    )
+    .expect("wire");
+    Env { pair }
+}
+
+fn server() -> SocketAddrV4 {
+    SocketAddrV4::new(ADDR_B, BENCH_PORT)
+}
+
+/// A peer-to-peer connect (completes without a first message), the responder accepting;
+/// A's side, B's side and A's connection.
+fn open(env: &mut Env, l: &Listener) -> Result<(Side, Side, ConnId), CmError> {
+    let a = Side::new(&env.pair.a);
+    let b = Side::new(&env.pair.b);
+    let init = InitiatorConfig {
+        peer_to_peer: true,
+        ..InitiatorConfig::default()
+    };
+    let pa = env.pair.a.connect(&a.qp, server(), init);
+    let end = Instant::now() + WAIT;
+    let mut pb = None;
+    loop {
+        env.pump();
+        if pb.is_none() {
+            if let Some(req) = l.try_next() {
+                pb = Some(l.accept(&req, &b.qp, AcceptParams::default()));
+            }
+        }
+        if let Some(r) = pa.try_get() {
+            let info = r?;
+            if let Some(p) = pb {
+                env.wait("responder", &p)?;
+            }
+            return Ok((a, b, info.conn));
+        }
+        assert!(Instant::now() < end, "no answer to the connect");
+    }
+}
+
+#[test]
+fn max_connections_refuses_beyond_the_cap_on_both_ends() {
+    let mut e = env(Limits {
+        max_connections: 3,
+        ..Limits::default()
+    });
+    let l = e
+        .pair
+        .b
+        .listen(BENCH_PORT, ResponderConfig::default())
+        .unwrap();
+    let mut keep = Vec::new();
+    for _ in 0..3 {
+        keep.push(open(&mut e, &l).expect("within the cap"));
+    }
+    assert_eq!(e.pair.core_a.connections(), 3);
+    assert_eq!(e.pair.core_b.connections(), 3);
+    // A's core is full: the connect is refused at once, without a SYN.
+    let r = open(&mut e, &l).err().expect("refused");
+    assert!(matches!(r, CmError::Closed(CloseReason::Refused)), "{r}");
+    assert_eq!(e.pair.core_a.stats().refused, 1);
+    assert_eq!(e.pair.core_b.stats().refused, 0, "B never saw it");
+}
+
+#[test]
+fn max_connections_on_the_passive_side_answers_syns_with_a_reset() {
+    // Only B is capped (A's default is far above).
+    let pair = {
+        let (pa, pb) = dataplane::port::mem::link(WireConfig::default(), WireConfig::default());
+        let cfg = |port: &dyn dataplane::port::Port, addr, limits| dataplane::lcore::CoreConfig {
+            net: dataplane::net::NetConfig {
+                mac: port.mac(),
+                addr,
+                prefix_len: 24,
+                gateway: None,
+                mtu: port.mtu(),
+            },
+            tcp: embedded::tcp_config(1500),
+            isn_key: None,
+            limits,
+        };
+        let ca = cfg(&pa, embedded::ADDR_A, Limits::default());
+        let cb = cfg(
+            &pb,
+            ADDR_B,
+            Limits {
+                max_connections: 2,
+                ..Limits::default()
+            },
+        );
+        let (a, core_a) = control::verbs::open(ca, Box::new(pa));
+        let (b, core_b) = control::verbs::open(cb, Box::new(pb));
+        embedded::Pair {
+            a,
+            core_a,
+            b,
+            core_b,
+        }
+    };
+    let mut e = Env { pair };
+    let l = e
+        .pair
+        .b
+        .listen(BENCH_PORT, ResponderConfig::default())
+        .unwrap();
+    let _one = open(&mut e, &l).unwrap();
+    let _two = open(&mut e, &l).unwrap();
+    let r = open(&mut e, &l).err().expect("refused by B");
+    assert!(matches!(r, CmError::Closed(CloseReason::Reset)), "{r}");
+    assert!(e.pair.core_b.stats().refused >= 1);
+    assert_eq!(e.pair.core_b.connections(), 2);
+}
+
+#[test]
+fn startup_octets_resets_a_peer_that_sends_more_before_fpdu_mode() {
+    // 600 octets before FPDU mode: a client-server Initiator whose first message is
+    // 4 KiB cannot be taken by B's startup (it needs the whole first FPDU).
+    let mut e = env(Limits {
+        startup_octets: 600,
+        ..Limits::default()
+    });
+    let a = Side::new(&e.pair.a);
+    let b = Side::new(&e.pair.b);
+    let l = e
+        .pair
+        .b
+        .listen(BENCH_PORT, ResponderConfig::default())
+        .unwrap();
+    let pa = e
+        .pair
+        .a
+        .connect(&a.qp, server(), InitiatorConfig::default());
+    let req = e.until("request", |_| l.try_next());
+    let buf = b.pd.reg_mr(8192, Access::LOCAL_WRITE).unwrap();
+    b.qp.post_recv(RecvWr {
+        wr_id: 1,
+        local: buf.sge(0, 8192),
+    })
+    .unwrap();
+    let pb = l.accept(&req, &b.qp, AcceptParams::default());
+    e.wait("A", &pa).unwrap();
+    let src = a.pd.reg_mr(4096, Access::LOCAL_WRITE).unwrap();
+    a.qp.post_send(SendWr {
+        wr_id: 7,
+        op: SendOp::Send,
+        local: src.sge(0, 4096),
+        signaled: true,
+    })
+    .unwrap();
+    let r = e.wait("B", &pb).err().expect("B's startup fails");
+    assert!(
+        matches!(r, CmError::Closed(CloseReason::StartupOverflow)),
+        "{r}"
+    );
+    assert_eq!(e.pair.core_b.stats().startup_overflows, 1);
+    // The same first message within the default limit completes (e2e_modes does it).
+}
+
+#[test]
+fn time_wait_keeps_at_most_its_cap_and_forgets_the_oldest() {
+    let mut e = env(Limits {
+        time_wait: 2,
+        ..Limits::default()
+    });
+    let l = e
+        .pair
+        .b
+        .listen(BENCH_PORT, ResponderConfig::default())
+        .unwrap();
+    let conns: Vec<_> = (0..5).map(|_| open(&mut e, &l).unwrap()).collect();
+    // A closes each first: A's end waits out TIME-WAIT (a compact entry, the connection
+    // itself freed), at most two of them.
+    for (_, _, id) in &conns {
+        let p = e.pair.a.disconnect(*id);
+        e.wait("closed", &p).unwrap();
+    }
+    let g = e.pair.core_a.gauges();
+    assert_eq!(g.time_wait, 2, "{g:?}");
+    assert_eq!(e.pair.core_a.stats().time_wait_evicted, 3);
+    assert_eq!(e.pair.core_a.connections(), 0);
+    assert_eq!(e.pair.core_b.gauges().time_wait, 0, "B closed second");
+}
+
+#[test]
+fn listener_queue_rejects_requests_beyond_it() {
+    let mut e = env(Limits {
+        listener_queue: 2,
+        ..Limits::default()
+    });
+    let _l = e
+        .pair
+        .b
+        .listen(BENCH_PORT, ResponderConfig::default())
+        .unwrap();
+    // Nobody accepts: the first two wait, the third is rejected by the control thread.
+    let sides: Vec<Side> = (0..3).map(|_| Side::new(&e.pair.a)).collect();
+    let ps: Vec<_> = sides
+        .iter()
+        .map(|s| {
+            e.pair
+                .a
+                .connect(&s.qp, server(), InitiatorConfig::default())
+        })
+        .collect();
+    let r = e.until("a reject", |_| ps.iter().find_map(|p| p.try_get()));
+    match r {
+        Err(CmError::Rejected(rej)) => {
+            assert_eq!(rej.reply.private_data, b"listener queue full");
+            assert!(r_display_says(
+                &CmError::Rejected(rej),
+                "listener queue full"
+            ));
+        }
+        other => panic!("{other:?}"),
+    }
+}
+
+fn r_display_says(e: &CmError, what: &str) -> bool {
+    e.to_string().contains(what)
+}
+
+#[test]
+fn control_queue_full_answers_connects_busy() {
+    // The sans-IO manager with a core channel of 16 that nobody drains: commands wait in
+    // the outbox, and once it holds a channel's worth, new connects are refused.
+    let (tx, _rx) = crossbeam::channel::bounded::<CoreCmd>(16);
+    let mut cm = ConnectionManager::new(
+        tx,
+        Limits {
+            control_queue: 16,
+            ..Limits::default()
+        },
+    );
+    let mut busy = 0;
+    let mut replies = Vec::new();
+    for i in 0..64 {
+        let (rtx, rrx) = crossbeam::channel::bounded(1);
+        let cq = std::sync::Arc::new(dataplane::rings::CqRing::new(4));
+        let rings = std::sync::Arc::new(QpRings::new(i, 4, 4, cq.clone(), cq));
+        cm.on_request(
+            CmRequest::Connect {
+                remote: server(),
+                qp: QpSpec {
+                    rings,
+                    pd: 1,
+                    max_send_wr: 4,
+                    max_recv_wr: 4,
+                    default_ird_ord: (1, 1),
+                },
+                config: Box::default(),
+                reply: rtx,
+            },
+            Instant::now(),
+        );
+        if let Ok(Err(CmError::Busy(_))) = rrx.try_recv() {
+            busy += 1;
+        }
+        replies.push(rrx);
+    }
+    // 16 in the channel, 16 in the outbox, the rest refused.
+    assert_eq!(cm.outbox_len(), 16);
+    assert_eq!(busy, 64 - 32);
+    assert_eq!(cm.stats().busy, 32);
+    let _ = Duration::ZERO;
+}
