@@ -81,7 +81,9 @@ fn max_connections_refuses_beyond_the_cap_on_both_ends() {
     assert_eq!(e.pair.core_a.connections(), 3);
     assert_eq!(e.pair.core_b.connections(), 3);
     // A's core is full: the connect is refused at once, without a SYN.
-    let r = open(&mut e, &l).err().expect("refused");
+    let r = open(&mut e, &l)
+        .err()
+        .unwrap_or_else(|| panic!("not refused"));
     assert!(matches!(r, CmError::Closed(CloseReason::Refused)), "{r}");
     assert_eq!(e.pair.core_a.stats().refused, 1);
     assert_eq!(e.pair.core_b.stats().refused, 0, "B never saw it");
@@ -130,7 +132,9 @@ fn max_connections_on_the_passive_side_answers_syns_with_a_reset() {
         .unwrap();
     let _one = open(&mut e, &l).unwrap();
     let _two = open(&mut e, &l).unwrap();
-    let r = open(&mut e, &l).err().expect("refused by B");
+    let r = open(&mut e, &l)
+        .err()
+        .unwrap_or_else(|| panic!("not refused by B"));
     assert!(matches!(r, CmError::Closed(CloseReason::Reset)), "{r}");
     assert!(e.pair.core_b.stats().refused >= 1);
     assert_eq!(e.pair.core_b.connections(), 2);
@@ -172,7 +176,7 @@ fn startup_octets_resets_a_peer_that_sends_more_before_fpdu_mode() {
         signaled: true,
     })
     .unwrap();
-    let r = e.wait("B", &pb).err().expect("B's startup fails");
+    let r = e.wait("B", &pb).expect_err("B's startup fails");
     assert!(
         matches!(r, CmError::Closed(CloseReason::StartupOverflow)),
         "{r}"
