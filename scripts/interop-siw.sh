@@ -50,18 +50,21 @@ siw_params() {
        && echo N > mpa_crc_strict && echo 2 > mpa_version && for kv in $*; do echo \${kv#*=} > \${kv%%=*}; done"
 }
 
+# Captures (tcpdump in the guest): kept in CAPTURES when set; the rping client cases are
+# always captured, to check the close handshake (below).
 capture_start() {
-    [ -n "${CAPTURES:-}" ] || return 0
+    [ -n "${CAPTURES:-}" ] || [ "${1:-}" = always ] || return 0
     G 'rm -f /tmp/case.pcap; (setsid nohup tcpdump -i eth0 -s 0 -U -w /tmp/case.pcap tcp port 7174 or tcp port 18515 >/dev/null 2>&1 &); sleep 1'
 }
 capture_stop() {
-    [ -n "${CAPTURES:-}" ] || return 0
-    mkdir -p "$CAPTURES"
+    [ -n "${CAPTURES:-}" ] || [ "${2:-}" = always ] || return 0
+    local dir=${CAPTURES:-$LOG/captures}
+    mkdir -p "$dir"
     G 'sleep 1; pkill -INT -x tcpdump; sleep 1'
-    G 'cat /tmp/case.pcap' > "$CAPTURES/$1.pcap"
+    G 'cat /tmp/case.pcap' > "$dir/$1.pcap"
     # Every capture must decode cleanly (CRC verdicts included).
-    "$IWARP" decode --pcap "$CAPTURES/$1.pcap" > "$CAPTURES/$1.txt" \
-        || fail "$1-decode" "iwarp decode --pcap found errors (see $CAPTURES/$1.txt)"
+    "$IWARP" decode --pcap "$dir/$1.pcap" > "$dir/$1.txt" \
+        || fail "$1-decode" "iwarp decode --pcap found errors (see $dir/$1.txt)"
 }
 
 # ------------------------------------------------------------------ 1. rping, we are the client
@@ -71,12 +74,18 @@ rping_client() { # NAME SIZE [our flags...]
     G 'pkill -x rping' >/dev/null 2>&1
     G --bg rping -s -P -a 10.77.0.2 -S "$size" >/dev/null
     sleep 2
-    capture_start
+    capture_start always
     if timeout 120 ip netns exec "$NETNS" "$IWARP" rping -c -a 10.77.0.2 -C 20 -S "$size" -V \
         --config "$CFG" "$@" >"$LOG/$name.log" 2>&1 \
         && grep -q "^20 pings" "$LOG/$name.log"; then pass "$name"; else
         fail "$name" "$(tail -2 "$LOG/$name.log" | tr '\n' ' ')"; fi
-    capture_stop "$name"
+    capture_stop "$name" always
+    # Our client waited for the close handshake before it exited: siw's FIN went out once
+    # (it was acknowledged; siw's connection did not stay in LAST-ACK retransmitting it).
+    local dir=${CAPTURES:-$LOG/captures}
+    if python3 "$ROOT/scripts/pcap-fin-check.py" "$dir/$name.pcap" 10.77.0.2 >"$LOG/$name.fins" 2>&1
+    then pass "$name-clean-close"; else
+        fail "$name-clean-close" "$(tr '\n' ' ' < "$LOG/$name.fins")"; fi
 }
 if want rping; then
     siw_params ""

@@ -1213,3 +1213,102 @@ fn terminate_maps_status_of_a_send_in_progress() {
     assert_eq!(c[0].status, WcStatus::RemoteInvalidRequest);
     assert_eq!(c[0].term, Some(t.error));
 }
+
+#[test]
+fn refused_work_requests_complete_in_posting_order() {
+    let mut p = pair();
+    let src = reg(&p.a, 0, 64, Access::empty());
+    let dst = reg(&p.b, 0x100, 64, Access::REMOTE_WRITE | Access::LOCAL_WRITE);
+    let bad = Sge {
+        stag: 0xdead_be00,
+        to: 0,
+        len: 8,
+    };
+    // Send queue: good, refused (unknown local STag), good, refused (too long for its
+    // region), good: the completions come in that order, the refused ones in error.
+    let mut wrs = Vec::new();
+    for (i, local) in [
+        sge(&src, 0, 64),
+        bad,
+        sge(&src, 0, 64),
+        sge(&src, 0, 65),
+        sge(&src, 0, 8),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        wrs.push(SendWr {
+            wr_id: 10 + i as u64,
+            op: SendOp::Write {
+                remote_stag: dst.stag(),
+                remote_to: dst.base_to(),
+            },
+            local,
+            signaled: true,
+        });
+    }
+    for wr in wrs {
+        p.a.qp.submit_send(wr).unwrap();
+    }
+    p.pump(MULPDU);
+    let c = completions(&mut p.a.qp);
+    let got: Vec<_> = c.iter().map(|c| (c.wr_id, c.status)).collect();
+    assert_eq!(
+        got,
+        vec![
+            (10, WcStatus::Success),
+            (11, WcStatus::LocalProtectionError),
+            (12, WcStatus::Success),
+            (13, WcStatus::LocalProtectionError),
+            (14, WcStatus::Success),
+        ]
+    );
+    // Receive queue: a refused receive completes in its turn, when a Send reaches it (the
+    // Send then fails, as with a verbs provider); a good one before it completes first.
+    let rb = reg(&p.b, 0x1000, 64, Access::LOCAL_WRITE);
+    p.b.qp
+        .submit_recv(RecvWr {
+            wr_id: 1,
+            local: sge(&rb, 0, 64),
+        })
+        .unwrap();
+    p.b.qp
+        .submit_recv(RecvWr {
+            wr_id: 2,
+            local: bad,
+        })
+        .unwrap();
+    assert!(
+        completions(&mut p.b.qp).is_empty(),
+        "nothing before its turn"
+    );
+    for _ in 0..2 {
+        p.a.qp
+            .submit_send(SendWr {
+                wr_id: 20,
+                op: SendOp::Send,
+                local: sge(&src, 0, 8),
+                signaled: true,
+            })
+            .unwrap();
+    }
+    p.pump(MULPDU);
+    let c = completions(&mut p.b.qp);
+    let got: Vec<_> = c.iter().map(|c| (c.wr_id, c.status)).collect();
+    assert_eq!(
+        got,
+        vec![(1, WcStatus::Success), (2, WcStatus::LocalProtectionError)]
+    );
+    // Once in error, a refused post completes flushed, after everything before it.
+    p.b.qp
+        .submit_recv(RecvWr {
+            wr_id: 3,
+            local: bad,
+        })
+        .unwrap();
+    let c = completions(&mut p.b.qp);
+    assert_eq!(
+        c.last().map(|c| (c.wr_id, c.status)),
+        Some((3, WcStatus::Flushed))
+    );
+}

@@ -32,6 +32,13 @@
 //! * RFC 5961: RST with an in-window but inexact sequence number and SYN in a synchronized
 //!   state get a (rate-limited) challenge ACK; ACK validation against MAX.SND.WND.
 //! * RFC 6528: ISNs from [`IsnGenerator`] (keyed SipHash over the 4-tuple plus a 4 µs clock).
+//! * RFC 4987 3.6: SYN cookies when a listener's SYN-RECEIVED backlog is full
+//!   ([`SynPolicy::Cookie`]; the cookie and how options travel in the TSval are in the
+//!   `cookie` module).
+//! * RFC 9293 3.8.3 / RFC 5482 USER TIMEOUT ([`Config::user_timeout`]): a connection whose
+//!   data or FIN makes no progress (zero window, dead peer) is reset.
+//! * TIME-WAIT without the connection: [`TimeWait`] keeps what a tuple needs for its 2 MSL
+//!   (RFC 1337: RSTs do not end it; RFC 6191: a newer SYN may reopen it).
 //! * RFC 9293 3.7.1 / RFC 7323 / RFC 2018: MSS, window scaling, timestamps with PAWS,
 //!   SACK-permitted; SACK blocks generated on receive.
 //! * RFC 6298: RTO in microseconds with Karn's rule (one timed segment at a time; any

@@ -10,7 +10,8 @@ use smoltcp::wire::{TcpControl, TcpRepr, TcpSeqNumber, TcpTimestampRepr};
 use super::seq::{seq_diff, ts_lt};
 use super::{bare_repr, FourTuple};
 
-/// A 4-tuple in TIME-WAIT (see the [module docs](self)).
+/// A 4-tuple in TIME-WAIT: what it takes to acknowledge a retransmitted FIN for 2 MSL
+/// once the connection itself is gone.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct TimeWait {
     /// The 4-tuple.
