@@ -305,6 +305,9 @@ impl Listener {
 
     /// The next connection request, if one is waiting.
     pub fn try_next(&self) -> Option<ConnRequest> {
+        if self.requests.is_empty() {
+            return None;
+        }
         self.requests.try_recv().ok()
     }
 
