@@ -106,6 +106,9 @@ pub enum CmError {
     /// A bounded queue on the way is full (control channel, or no room for another
     /// connection): try again later.
     Busy(&'static str),
+    /// No answer within this bound (the core is not running, or the control thread is
+    /// stuck).
+    TimedOut(Duration),
 }
 
 impl fmt::Display for CmError {
@@ -138,6 +141,7 @@ impl fmt::Display for CmError {
             CmError::AddressInUse => f.write_str("port already listened on"),
             CmError::Shutdown => f.write_str("connection manager shut down"),
             CmError::Busy(what) => write!(f, "busy: {what}"),
+            CmError::TimedOut(d) => write!(f, "no answer within {d:?}"),
         }
     }
 }

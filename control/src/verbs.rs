@@ -138,10 +138,15 @@ impl Drop for CoreThread {
     }
 }
 
-/// The answer to a connection request, when it comes.
+/// The answer to a connection request, when it comes. Every request is answered within
+/// a bound the device's [`Limits`] set (a connection is up or reset within
+/// [`Limits::startup_timeout`], closed or reset within [`Limits::linger`]), while its core
+/// runs: [`Pending::wait`] gives up a little after that bound.
 #[derive(Debug)]
 pub struct Pending<T> {
     rx: Receiver<Result<T, CmError>>,
+    /// How long [`Pending::wait`] waits at most.
+    bound: Duration,
 }
 
 impl<T> Pending<T> {
@@ -154,9 +159,14 @@ impl<T> Pending<T> {
         }
     }
 
-    /// Waits for the answer.
+    /// Waits for the answer, at most the request's bound (then [`CmError::TimedOut`]: the
+    /// core is not running, or the control thread is stuck).
     pub fn wait(self) -> Result<T, CmError> {
-        self.rx.recv().unwrap_or(Err(CmError::Shutdown))
+        match self.rx.recv_timeout(self.bound) {
+            Ok(r) => r,
+            Err(RecvTimeoutError::Timeout) => Err(CmError::TimedOut(self.bound)),
+            Err(RecvTimeoutError::Disconnected) => Err(CmError::Shutdown),
+        }
     }
 
     /// Waits at most `timeout`; `None` if the answer has not come.
@@ -244,7 +254,15 @@ impl Device {
         }) {
             let _ = tx.send(Err(e));
         }
-        Pending { rx }
+        Pending {
+            rx,
+            bound: self.startup_bound(),
+        }
+    }
+
+    /// How long a startup may take, with a margin for the control thread.
+    fn startup_bound(&self) -> Duration {
+        self.inner.limits.startup_timeout + Duration::from_secs(1)
     }
 
     /// Listens on TCP port `port` as MPA Responder. At most [`Limits::listener_queue`]
@@ -278,7 +296,10 @@ impl Device {
             conn,
             reply: Some(tx),
         });
-        Pending { rx }
+        Pending {
+            rx,
+            bound: self.inner.limits.linger + Duration::from_secs(1),
+        }
     }
 
     /// Stops the control thread. Called when the last handle is dropped.
@@ -334,7 +355,10 @@ impl Listener {
         }) {
             let _ = tx.send(Err(e));
         }
-        Pending { rx }
+        Pending {
+            rx,
+            bound: self.dev.startup_bound(),
+        }
     }
 
     /// Rejects a request with private data (MPA Reply with R = 1).

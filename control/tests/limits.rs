@@ -292,3 +292,75 @@ fn control_queue_full_answers_connects_busy() {
     assert_eq!(cm.stats().busy, 32);
     let _ = Duration::ZERO;
 }
+
+#[test]
+fn user_timeout_resets_a_dead_peer_and_flushes_the_work_requests() {
+    let mut e = env(Limits {
+        user_timeout: Duration::from_millis(300),
+        ..Limits::default()
+    });
+    let l = e
+        .pair
+        .b
+        .listen(BENCH_PORT, ResponderConfig::default())
+        .unwrap();
+    let (a, b, _) = open(&mut e, &l).unwrap();
+    let dst =
+        b.pd.reg_mr(1 << 20, Access::LOCAL_WRITE | Access::REMOTE_WRITE)
+            .unwrap();
+    let src = a.pd.reg_mr(1 << 20, Access::LOCAL_WRITE).unwrap();
+    // B dies: its core is never polled again. A's Writes go unacknowledged.
+    for i in 0..4 {
+        a.qp.post_send(SendWr {
+            wr_id: i,
+            op: SendOp::Write {
+                remote_stag: dst.key(),
+                remote_to: dst.base_to(),
+            },
+            local: src.sge(0, 1 << 20),
+            signaled: true,
+        })
+        .unwrap();
+    }
+    let start = Instant::now();
+    let mut done = Vec::new();
+    while done.len() < 4 {
+        e.pair.core_a.poll();
+        a.cq.poll(&mut done, 16);
+        assert!(start.elapsed() < Duration::from_secs(10), "{done:?}");
+    }
+    let took = start.elapsed();
+    assert!(took >= Duration::from_millis(250), "{took:?}");
+    let st: Vec<_> = done.iter().map(|c| (c.wr_id, c.status)).collect();
+    assert_eq!(st[0].1, WcStatus::TransportError, "{st:?}");
+    assert!(
+        st[1..].iter().all(|(_, s)| *s == WcStatus::Flushed),
+        "{st:?}"
+    );
+    assert_eq!(a.qp.state(), QpRingState::Error);
+    assert!(e.pair.core_a.alignment().timeouts > 0 || took < Duration::from_secs(2));
+    assert_eq!(e.pair.core_a.connections(), 0, "reset and gone");
+}
+
+#[test]
+fn a_wait_for_an_answer_ends_when_no_core_runs() {
+    // Nobody polls the cores: the control thread never hears back, and the consumer's
+    // wait gives up a little after the startup bound instead of blocking forever.
+    let e = env(Limits {
+        startup_timeout: Duration::from_millis(100),
+        ..Limits::default()
+    });
+    let a = Side::new(&e.pair.a);
+    let start = Instant::now();
+    let r = e
+        .pair
+        .a
+        .connect(&a.qp, server(), InitiatorConfig::default())
+        .wait();
+    let took = start.elapsed();
+    assert!(matches!(r, Err(CmError::TimedOut(_))), "{r:?}");
+    assert!(
+        took >= Duration::from_millis(1100) && took < Duration::from_secs(3),
+        "{took:?}"
+    );
+}
