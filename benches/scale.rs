@@ -16,6 +16,9 @@
 //!   Request and Reply, the first FPDU, both QPs published), 256 in flight at a time;
 //!   target: at least 20,000/s.
 
+#[path = "../tests/common/rss.rs"]
+mod rss;
+
 use std::net::SocketAddrV4;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -34,15 +37,7 @@ const PORT: u16 = 4791;
 const BUSY: &[u8] = b"busy";
 
 fn rss() -> u64 {
-    std::fs::read_to_string("/proc/self/status")
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find_map(|l| l.strip_prefix("VmRSS:"))
-                .and_then(|v| v.split_whitespace().next()?.parse::<u64>().ok())
-        })
-        .unwrap_or(0)
-        * 1024
+    rss::rss_of(None)
 }
 
 /// Small QPs for idle connections (an idle QP's rings are its depth).

@@ -27,6 +27,10 @@ fn built_with_the_dpdk_feature() {
 mod procs;
 
 #[cfg(feature = "dpdk")]
+#[path = "common/rss.rs"]
+mod rss;
+
+#[cfg(feature = "dpdk")]
 mod dpdk {
     use std::time::{Duration, Instant};
 
@@ -50,15 +54,7 @@ mod dpdk {
                        rtr_timeout = \"2s\"\n";
 
     fn vm_rss(pid: u32) -> u64 {
-        std::fs::read_to_string(format!("/proc/{pid}/status"))
-            .ok()
-            .and_then(|s| {
-                s.lines()
-                    .find_map(|l| l.strip_prefix("VmRSS:"))
-                    .and_then(|v| v.split_whitespace().next()?.parse::<u64>().ok())
-            })
-            .unwrap_or(0)
-            * 1024
+        super::rss::rss_of(Some(pid))
     }
 
     /// An MPA Request (Rev 2, enhanced, no bench hello) as hex.

@@ -73,7 +73,14 @@ pub fn tcp_config(mtu: usize) -> tcp::Config {
     }
 }
 
-fn node(port: Box<dyn Port>, addr: Ipv4Addr, tcp: tcp::Config, limits: Limits) -> (Device, Core) {
+/// A device and its core on `port` at `addr` (a /24), with `tcp` and `limits`; the core
+/// yields its CPU when idle ([`IDLE_YIELD_POLLS`]).
+pub fn node(
+    port: Box<dyn Port>,
+    addr: Ipv4Addr,
+    tcp: tcp::Config,
+    limits: Limits,
+) -> (Device, Core) {
     let cfg = CoreConfig {
         net: NetConfig {
             mac: port.mac(),
@@ -86,7 +93,9 @@ fn node(port: Box<dyn Port>, addr: Ipv4Addr, tcp: tcp::Config, limits: Limits) -
         isn_key: None,
         limits,
     };
-    verbs::open(cfg, port)
+    let (dev, mut core) = verbs::open(cfg, port);
+    core.set_idle_yield(IDLE_YIELD_POLLS);
+    (dev, core)
 }
 
 /// Builds the pair: `a_to_b` configures frames from A to B, `b_to_a` the reverse (their
@@ -109,10 +118,8 @@ pub fn pair_with_limits(
     a_to_b.validate()?;
     b_to_a.validate()?;
     let (pa, pb) = mem::link(a_to_b, b_to_a);
-    let (a, mut core_a) = node(Box::new(pa), ADDR_A, tcp.clone(), limits);
-    let (b, mut core_b) = node(Box::new(pb), ADDR_B, tcp, limits);
-    core_a.set_idle_yield(IDLE_YIELD_POLLS);
-    core_b.set_idle_yield(IDLE_YIELD_POLLS);
+    let (a, core_a) = node(Box::new(pa), ADDR_A, tcp.clone(), limits);
+    let (b, core_b) = node(Box::new(pb), ADDR_B, tcp, limits);
     Ok(Pair {
         a,
         core_a,

@@ -14,6 +14,9 @@
 
 mod attacker;
 
+#[path = "../common/rss.rs"]
+mod rss;
+
 use std::net::SocketAddrV4;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
@@ -23,10 +26,9 @@ use std::time::{Duration, Instant};
 use attacker::{Attacker, Mpa, Tap, TapPort, ATTACKER};
 use control::embedded::{ADDR_A, ADDR_B, BENCH_PORT};
 use control::startup::InitiatorConfig;
-use control::verbs::{self, Device, ResponderConfig};
-use dataplane::lcore::{Core, CoreConfig, CoreGauges, CoreStats};
+use control::verbs::{Device, ResponderConfig};
+use dataplane::lcore::{Core, CoreGauges, CoreStats};
 use dataplane::limits::Limits;
-use dataplane::net::NetConfig;
 use dataplane::port::mem::{self, WireConfig};
 use dataplane::port::Port;
 use dataplane::rdmap;
@@ -99,33 +101,11 @@ struct Lab {
 }
 
 fn node(port: Box<dyn Port>, addr: std::net::Ipv4Addr, limits: Limits) -> (Device, Core) {
-    let cfg = CoreConfig {
-        net: NetConfig {
-            mac: port.mac(),
-            addr,
-            prefix_len: 24,
-            gateway: None,
-            mtu: port.mtu(),
-        },
-        tcp: control::embedded::tcp_config(1500),
-        isn_key: None,
-        limits,
-    };
-    let (d, mut c) = verbs::open(cfg, port);
-    c.set_idle_yield(control::embedded::IDLE_YIELD_POLLS);
-    (d, c)
+    control::embedded::node(port, addr, control::embedded::tcp_config(1500), limits)
 }
 
 fn rss() -> u64 {
-    std::fs::read_to_string("/proc/self/status")
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find_map(|l| l.strip_prefix("VmRSS:"))
-                .and_then(|v| v.split_whitespace().next()?.parse::<u64>().ok())
-        })
-        .unwrap_or(0)
-        * 1024
+    rss::rss_of(None)
 }
 
 impl Lab {
@@ -341,28 +321,14 @@ impl Lab {
     }
 
     /// Opens a connection and takes it to Full Operation as an MPA Initiator with
-    /// `hello`; returns it and the server's buffer from the Reply.
+    /// `hello`, and sends the first message; returns it and the server's buffer from the
+    /// Reply.
     fn session(&mut self, hello: &Hello) -> (dataplane::tcp::FourTuple, RemoteBuffer) {
-        let t = self.attacker.connect(Lab::server_addr());
-        self.until("TCP", Duration::from_secs(10), |l| {
-            l.attacker.peers[&t].tcp.state() == dataplane::tcp::State::Established
-        });
-        let cfg = InitiatorConfig {
-            private_data: hello.encode().unwrap(),
-            ird: 4,
-            ord: 4,
-            ..InitiatorConfig::default()
-        };
-        self.attacker.start_mpa(t, cfg);
-        self.until("Full Operation", Duration::from_secs(10), |l| {
-            !matches!(l.attacker.peers[&t].mpa, Mpa::Starting(_))
-        });
+        let t = try_session(self, hello, true).unwrap_or_else(|why| panic!("startup: {why}"));
         let Mpa::Fpdu { established, .. } = &self.attacker.peers[&t].mpa else {
-            panic!("startup failed");
+            unreachable!()
         };
         let buf = proto::decode_buffer(&established.reply.private_data).expect("bench reply");
-        // Client-server model: the first message (a zero-length Send).
-        assert!(self.attacker.send_ulpdu(t, &rdmap::zero_length_send(1)));
         (t, buf)
     }
 }

@@ -251,6 +251,32 @@ struct Conn {
     queued: bool,
 }
 
+impl Conn {
+    /// A connection in its MPA startup.
+    fn new(id: ConnId, tcp: Connection, passive: bool, half_open: Option<u16>) -> Conn {
+        Conn {
+            id,
+            tcp,
+            phase: Phase::Startup {
+                forwarded: 0,
+                outstanding: false,
+                fin: false,
+                fin_reported: false,
+            },
+            passive,
+            half_open,
+            close_reason: None,
+            gone: false,
+            startup_deadline: None,
+            linger_deadline: None,
+            timer_at: None,
+            last_work: 0,
+            shrunk: false,
+            queued: false,
+        }
+    }
+}
+
 struct ListenerState {
     tcp: Listener,
     half_open: usize,
@@ -738,29 +764,7 @@ impl Core {
         }
         let tcp = Connection::connect(self.cfg.tcp.clone(), tuple, &self.isn, now);
         self.stats.connected += 1;
-        let inserted = self.insert(
-            now,
-            Conn {
-                id,
-                tcp,
-                phase: Phase::Startup {
-                    forwarded: 0,
-                    outstanding: false,
-                    fin: false,
-                    fin_reported: false,
-                },
-                passive: false,
-                half_open: None,
-                close_reason: None,
-                gone: false,
-                startup_deadline: None,
-                linger_deadline: None,
-                timer_at: None,
-                last_work: 0,
-                shrunk: false,
-                queued: false,
-            },
-        );
+        let inserted = self.insert(now, Conn::new(id, tcp, false, None));
         if inserted.is_none() {
             // The id is in use (a control-thread bug): refuse rather than mix two up.
             self.emit(CoreEvent::Closed {
@@ -1005,29 +1009,7 @@ impl Core {
             if half_open.is_none() {
                 self.stats.syn_cookies_accepted += 1;
             }
-            let inserted = self.insert(
-                now,
-                Conn {
-                    id,
-                    tcp: *c,
-                    phase: Phase::Startup {
-                        forwarded: 0,
-                        outstanding: false,
-                        fin: false,
-                        fin_reported: false,
-                    },
-                    passive: true,
-                    half_open,
-                    close_reason: None,
-                    gone: false,
-                    startup_deadline: None,
-                    linger_deadline: None,
-                    timer_at: None,
-                    last_work: 0,
-                    shrunk: false,
-                    queued: false,
-                },
-            );
+            let inserted = self.insert(now, Conn::new(id, *c, true, half_open));
             if inserted.is_none() {
                 if let Some(p) = half_open {
                     // Not kept (a duplicate tuple): uncount it.

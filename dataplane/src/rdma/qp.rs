@@ -556,19 +556,33 @@ impl Qp {
             _ => (WcOpcode::Send, Access::empty()),
         };
         let (mr, off) = self.resolve(&wr.local, need)?;
+        let seq = self.push_slot(wr.wr_id, opcode, wr.signaled, wr.local.len, None);
+        self.sq.push_back(Pending { seq, wr, mr, off });
+        Ok(())
+    }
+
+    /// A send queue slot for a work request (`done` for one refused at posting); its
+    /// sequence number.
+    fn push_slot(
+        &mut self,
+        wr_id: u64,
+        opcode: WcOpcode,
+        signaled: bool,
+        byte_len: u32,
+        done: Option<(WcStatus, Option<TermError>)>,
+    ) -> u64 {
         let seq = self.next_seq;
         self.next_seq += 1;
         self.slots.push_back(SqSlot {
             seq,
-            wr_id: wr.wr_id,
+            wr_id,
             opcode,
-            signaled: wr.signaled,
-            byte_len: wr.local.len,
+            signaled,
+            byte_len,
             started: false,
-            done: None,
+            done,
         });
-        self.sq.push_back(Pending { seq, wr, mr, off });
-        Ok(())
+        seq
     }
 
     /// Posts a receive work request (its buffer needs LOCAL_WRITE, checked now).
@@ -605,17 +619,7 @@ impl Qp {
             SendOp::Read { .. } => WcOpcode::Read,
             _ => WcOpcode::Send,
         };
-        let seq = self.next_seq;
-        self.next_seq += 1;
-        self.slots.push_back(SqSlot {
-            seq,
-            wr_id: wr.wr_id,
-            opcode,
-            signaled: true,
-            byte_len: 0,
-            started: false,
-            done: Some((e.status(), None)),
-        });
+        self.push_slot(wr.wr_id, opcode, true, 0, Some((e.status(), None)));
         self.release_slots();
         Ok(())
     }
