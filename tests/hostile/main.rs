@@ -830,6 +830,8 @@ fn try_session(l: &mut Lab, h: &Hello, first: bool) -> Result<dataplane::tcp::Fo
         t,
         InitiatorConfig {
             private_data: h.encode().unwrap(),
+            ird: 4,
+            ord: 4,
             ..InitiatorConfig::default()
         },
     );
