@@ -31,10 +31,10 @@ use dataplane::lcore::{Core, CoreGauges, CoreStats};
 use dataplane::limits::Limits;
 use dataplane::port::mem::{self, WireConfig};
 use dataplane::port::Port;
-use dataplane::rdmap;
 use iwarp::bench::proto::{self, Hello, RemoteBuffer};
 use iwarp::bench::server::{Budget, Server};
 use iwarp::bench::{BenchOptions, Length, Test};
+use wire::rdmap;
 
 /// What the server thread shows of itself.
 #[derive(Debug, Default, Clone, Copy)]
@@ -50,6 +50,8 @@ struct Snap {
     max_half_open: usize,
     max_startup: usize,
     max_memory: u64,
+    /// When the victim's thread took it.
+    taken: Option<Instant>,
 }
 
 /// The caps the victim runs with: defaults where the test can afford them, short
@@ -159,6 +161,7 @@ impl Lab {
                             max_half_open: s.max_half_open.max(g.half_open),
                             max_startup: s.max_startup.max(g.startup),
                             max_memory: s.max_memory.max(server.memory_in_use()),
+                            taken: Some(Instant::now()),
                         };
                     }
                 }
@@ -181,8 +184,22 @@ impl Lab {
         }
     }
 
-    fn snap(&self) -> Snap {
-        *self.snap.lock().unwrap()
+    /// The victim's state as of now: waits (stepping node A and the attacker) for a
+    /// snapshot taken after the call, so that a condition on it never passes on stale
+    /// figures.
+    fn snap(&mut self) -> Snap {
+        let asked = Instant::now();
+        loop {
+            let s = *self.snap.lock().unwrap();
+            if s.taken.is_some_and(|t| t > asked) {
+                return s;
+            }
+            assert!(
+                asked.elapsed() < Duration::from_secs(10),
+                "the victim's thread stopped taking snapshots"
+            );
+            self.step();
+        }
     }
 
     fn server_addr() -> SocketAddrV4 {

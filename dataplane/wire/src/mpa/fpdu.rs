@@ -1,0 +1,625 @@
+//! FPDU layout, markers, MULPDU and the transmit-side [`Framer`] (RFC 5044 sections 4 and 5).
+//!
+//! An FPDU on the wire is
+//!
+//! ```text
+//! ULPDU_Length (2) | ULPDU (ULPDU_Length) | PAD (0-3 zero octets) | CRC (4)
+//! ```
+//!
+//! with, when markers are on for the half connection, a 4-octet marker
+//! `Reserved (2, zero) | FPDUPTR (2)` at every 512th octet of the stream, counted from the
+//! marker origin (the first octet sent after the sender's own startup frame). A marker that
+//! falls exactly between two FPDUs belongs to the following FPDU and carries FPDUPTR 0; any
+//! other marker counts back to the ULPDU_Length field of the FPDU that contains it.
+//!
+//! The CRC32c covers everything from the FPDU's first octet (its leading marker, if any)
+//! up to the first octet of the CRC field: ULPDU_Length, ULPDU, PAD and the markers among
+//! them (including a marker right after the PAD). It is sent least significant octet first.
+//!
+//! Stream positions are `u64` octet offsets from the marker origin of the half connection
+//! (an origin of 0 is the first octet in FPDU mode). Only their value modulo 512 matters
+//! to the layout; they never wrap in practice.
+
+use crate::crc;
+
+/// Markers sit at every `MARKER_INTERVAL`th octet of the half connection's stream.
+pub const MARKER_INTERVAL: u64 = 512;
+/// Octets in a marker (`Reserved (2) | FPDUPTR (2)`).
+pub const MARKER_LEN: usize = 4;
+/// Octets in the ULPDU_Length field.
+pub const ULPDU_LENGTH_LEN: usize = 2;
+/// Octets in the CRC field (present whether or not CRC is in use).
+pub const CRC_LEN: usize = 4;
+/// The largest ULPDU DDP may post to MPA (RFC 5044 section 5.3.2 / 6.2; draft 5.3.2).
+pub const MAX_ULPDU_LEN: usize = 64768;
+/// MPA never reports a MULPDU below this (RFC 5044: "MUST NOT shrink the MULPDU below 128").
+pub const MIN_MULPDU: usize = 128;
+
+/// The FPDU mode of one half connection, as negotiated in the startup phase.
+///
+/// Markers are chosen per direction (the M bit in the frame the *other* side sent);
+/// CRC is used in both directions if either side set C.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
+pub struct FpduMode {
+    /// Markers are inserted every 512 octets.
+    pub markers: bool,
+    /// The CRC32c is generated (transmit) and checked (receive).
+    pub crc: bool,
+}
+
+impl FpduMode {
+    /// Markers off, CRC on: what most peers negotiate.
+    pub const CRC_ONLY: FpduMode = FpduMode {
+        markers: false,
+        crc: true,
+    };
+}
+
+/// Octets of PAD after a ULPDU of `ulpdu_len` octets, so that
+/// `ULPDU_Length + ULPDU + PAD` is a multiple of four.
+#[inline]
+pub const fn pad_len(ulpdu_len: usize) -> usize {
+    (4 - ((ULPDU_LENGTH_LEN + ulpdu_len) % 4)) % 4
+}
+
+/// Octets of an FPDU for a ULPDU of `ulpdu_len` octets, markers not counted:
+/// ULPDU_Length, ULPDU, PAD and CRC.
+#[inline]
+pub const fn fpdu_len_without_markers(ulpdu_len: usize) -> usize {
+    ULPDU_LENGTH_LEN + ulpdu_len + pad_len(ulpdu_len) + CRC_LEN
+}
+
+/// MULPDU, the largest ULPDU that fits in one TCP segment of `emss` octets
+/// (RFC 5044 section 6.2 / draft 5.3.2), clamped to `128..=64768`.
+///
+/// * markers on: `EMSS - (6 + 4 * ceil(EMSS / 512) + EMSS mod 4)`
+/// * markers off: `EMSS - (6 + EMSS mod 4)`
+pub const fn mulpdu(emss: usize, markers: bool) -> usize {
+    let overhead = if markers {
+        6 + 4 * emss.div_ceil(MARKER_INTERVAL as usize) + emss % 4
+    } else {
+        6 + emss % 4
+    };
+    let m = emss.saturating_sub(overhead);
+    if m < MIN_MULPDU {
+        MIN_MULPDU
+    } else if m > MAX_ULPDU_LEN {
+        MAX_ULPDU_LEN
+    } else {
+        m
+    }
+}
+
+/// True when a marker starts at stream position `pos`.
+#[inline]
+pub const fn is_marker_position(pos: u64) -> bool {
+    pos % MARKER_INTERVAL == 0
+}
+
+/// Where the octets of one FPDU sit in the stream.
+///
+/// The FPDU's *content* is ULPDU_Length, ULPDU, PAD and CRC; markers are interleaved with it
+/// on the wire. Positions are stream offsets from the marker origin.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct FpduLayout {
+    /// Stream position of the FPDU's first octet (its leading marker, if it has one).
+    pub start: u64,
+    /// Stream position of the ULPDU_Length field.
+    pub header: u64,
+    /// ULPDU_Length.
+    pub ulpdu_len: usize,
+    /// Markers are on for this half connection.
+    pub markers: bool,
+    /// Octets the FPDU takes on the wire, markers included.
+    pub wire_len: usize,
+    /// Offset (from `start`) of the first octet of the CRC field: the CRC covers
+    /// `start .. start + crc_coverage`.
+    pub crc_coverage: usize,
+}
+
+impl FpduLayout {
+    /// The layout of an FPDU carrying `ulpdu_len` octets that starts at stream position
+    /// `start`.
+    pub fn new(start: u64, ulpdu_len: usize, markers: bool) -> Self {
+        let leading = markers && is_marker_position(start);
+        let header = start + if leading { MARKER_LEN as u64 } else { 0 };
+        let content = fpdu_len_without_markers(ulpdu_len);
+        // Markers strictly inside the content: at positions p with header < p and p at or
+        // before the wire position of the last content octet.
+        let crc_content = content - CRC_LEN;
+        let crc_at = content_to_wire(header, crc_content, markers);
+        let end = content_to_wire(header, content - 1, markers) + 1;
+        FpduLayout {
+            start,
+            header,
+            ulpdu_len,
+            markers,
+            wire_len: (end - start) as usize,
+            crc_coverage: (crc_at - start) as usize,
+        }
+    }
+
+    /// Stream position just past the FPDU (where the next FPDU starts).
+    pub fn end(&self) -> u64 {
+        self.start + self.wire_len as u64
+    }
+
+    /// Whether the FPDU starts with a marker (one that fell between FPDUs, FPDUPTR 0).
+    pub fn has_leading_marker(&self) -> bool {
+        self.header != self.start
+    }
+
+    /// Stream positions of every marker in the FPDU, the leading one included.
+    pub fn marker_positions(&self) -> impl Iterator<Item = u64> {
+        let first = if self.markers {
+            self.start.div_ceil(MARKER_INTERVAL) * MARKER_INTERVAL
+        } else {
+            u64::MAX
+        };
+        let end = self.end();
+        (0..)
+            .map(move |i| first.saturating_add(i * MARKER_INTERVAL))
+            .take_while(move |&p| p < end)
+    }
+
+    /// The FPDUPTR a marker at stream position `pos` inside this FPDU must carry.
+    pub fn fpduptr_at(&self, pos: u64) -> u16 {
+        if pos < self.header {
+            0
+        } else {
+            // An FPDU spans at most 64768 + 6 + 3 octets plus its markers, so the distance
+            // back to its header always fits 16 bits.
+            (pos - self.header) as u16
+        }
+    }
+
+    /// Where the ULPDU sits, as offsets from `start`; when a marker falls inside the ULPDU
+    /// the range is longer than `ulpdu_len` and holds the marker(s) too.
+    pub fn ulpdu_wire_range(&self) -> std::ops::Range<usize> {
+        let first = content_to_wire(self.header, ULPDU_LENGTH_LEN, self.markers);
+        let end = if self.ulpdu_len == 0 {
+            first
+        } else {
+            content_to_wire(
+                self.header,
+                ULPDU_LENGTH_LEN + self.ulpdu_len - 1,
+                self.markers,
+            ) + 1
+        };
+        (first - self.start) as usize..(end - self.start) as usize
+    }
+}
+
+/// Wire position of content octet `index` of an FPDU whose ULPDU_Length field is at `header`
+/// (content octets: ULPDU_Length, ULPDU, PAD, CRC), skipping the markers among them.
+pub(crate) fn content_to_wire(header: u64, index: usize, markers: bool) -> u64 {
+    if !markers {
+        return header + index as u64;
+    }
+    // Content octets fill the gaps between markers. Count how many markers sit between
+    // `header` and the wire position of octet `index`.
+    let mut pos = header;
+    let mut left = index as u64;
+    loop {
+        let to_marker = MARKER_INTERVAL - pos % MARKER_INTERVAL;
+        if pos % MARKER_INTERVAL == 0 {
+            // At a marker position (can only happen after the first iteration or with an
+            // FPDU whose header sits at a marker position, which `FpduLayout` never builds).
+            pos += MARKER_LEN as u64;
+            continue;
+        }
+        if left < to_marker {
+            return pos + left;
+        }
+        left -= to_marker;
+        pos += to_marker;
+    }
+}
+
+/// Why a ULPDU could not be framed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FrameError {
+    /// The ULPDU is longer than the 64768 octets DDP may post to MPA.
+    UlpduTooLong {
+        /// Its length.
+        len: usize,
+    },
+    /// The ULPDU is empty; DDP posts ULPDUs of one to 64768 octets.
+    EmptyUlpdu,
+}
+
+impl std::fmt::Display for FrameError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            FrameError::UlpduTooLong { len } => write!(
+                f,
+                "ULPDU of {len} octets exceeds the {MAX_ULPDU_LEN}-octet limit of MPA"
+            ),
+            FrameError::EmptyUlpdu => write!(f, "empty ULPDU"),
+        }
+    }
+}
+
+impl std::error::Error for FrameError {}
+
+/// The transmit side of MPA for one half connection: turns ULPDUs into FPDUs.
+///
+/// It keeps the stream position so that markers land every 512 octets from the marker
+/// origin. Its output is the exact byte stream TCP must carry, in order.
+#[derive(Debug, Clone)]
+pub struct Framer {
+    mode: FpduMode,
+    pos: u64,
+}
+
+impl Framer {
+    /// A framer whose first octet is the marker origin (the first octet after the startup
+    /// frame this side sent).
+    pub fn new(mode: FpduMode) -> Self {
+        Self::at_offset(mode, 0)
+    }
+
+    /// A framer whose next octet sits at stream position `pos` from the marker origin.
+    pub fn at_offset(mode: FpduMode, pos: u64) -> Self {
+        Framer { mode, pos }
+    }
+
+    /// The FPDU mode.
+    pub fn mode(&self) -> FpduMode {
+        self.mode
+    }
+
+    /// Stream position of the next octet this framer emits.
+    pub fn stream_offset(&self) -> u64 {
+        self.pos
+    }
+
+    /// The layout the next FPDU would have if it carried `ulpdu_len` octets.
+    pub fn next_layout(&self, ulpdu_len: usize) -> FpduLayout {
+        FpduLayout::new(self.pos, ulpdu_len, self.mode.markers)
+    }
+
+    /// Octets on the wire the next FPDU takes if it carries `ulpdu_len` octets.
+    pub fn wire_len(&self, ulpdu_len: usize) -> usize {
+        if self.mode.markers {
+            self.next_layout(ulpdu_len).wire_len
+        } else {
+            fpdu_len_without_markers(ulpdu_len)
+        }
+    }
+
+    /// Octets a caller leaves in front of a ULPDU it writes straight into the FPDU's
+    /// buffer for [`Framer::frame_in_place`]: the ULPDU_Length field.
+    pub const IN_PLACE_HEADROOM: usize = ULPDU_LENGTH_LEN;
+
+    /// Frames in place, without copying the ULPDU: `buf[start..start + 2]` is room for the
+    /// ULPDU_Length field (its content is overwritten) and the ULPDU is the rest of `buf`;
+    /// the length is written and PAD and CRC appended, so `buf[start..]` becomes the
+    /// FPDU. Only without markers (with markers the ULPDU would have to move around them):
+    /// returns `Ok(false)` and leaves `buf` alone when markers are on, and the caller
+    /// frames with [`Framer::frame`] instead.
+    pub fn frame_in_place(&mut self, buf: &mut Vec<u8>, start: usize) -> Result<bool, FrameError> {
+        if self.mode.markers {
+            return Ok(false);
+        }
+        let ulpdu_len = buf.len().saturating_sub(start + ULPDU_LENGTH_LEN);
+        if ulpdu_len == 0 {
+            return Err(FrameError::EmptyUlpdu);
+        }
+        if ulpdu_len > MAX_ULPDU_LEN {
+            return Err(FrameError::UlpduTooLong { len: ulpdu_len });
+        }
+        buf[start..start + ULPDU_LENGTH_LEN].copy_from_slice(&(ulpdu_len as u16).to_be_bytes());
+        buf.extend_from_slice(&[0u8; 3][..pad_len(ulpdu_len)]);
+        let crc_field = if self.mode.crc {
+            crc::to_wire(crc::crc32c(&buf[start..]))
+        } else {
+            [0u8; 4]
+        };
+        buf.extend_from_slice(&crc_field);
+        self.pos += fpdu_len_without_markers(ulpdu_len) as u64;
+        Ok(true)
+    }
+
+    /// Appends the FPDU carrying `ulpdu` to `out`.
+    pub fn frame(&mut self, ulpdu: &[u8], out: &mut Vec<u8>) -> Result<(), FrameError> {
+        self.frame_vectored(&[ulpdu], out)
+    }
+
+    /// Appends the FPDU carrying the concatenation of `parts` (for example a DDP header and
+    /// a payload) to `out`, without concatenating them first.
+    pub fn frame_vectored(&mut self, parts: &[&[u8]], out: &mut Vec<u8>) -> Result<(), FrameError> {
+        let ulpdu_len: usize = parts.iter().map(|p| p.len()).sum();
+        if ulpdu_len == 0 {
+            return Err(FrameError::EmptyUlpdu);
+        }
+        if ulpdu_len > MAX_ULPDU_LEN {
+            return Err(FrameError::UlpduTooLong { len: ulpdu_len });
+        }
+        let layout = self.next_layout(ulpdu_len);
+        let base = out.len();
+        out.reserve(layout.wire_len);
+        let mut w = MarkerWriter {
+            out,
+            pos: layout.start,
+            layout: &layout,
+        };
+        if layout.has_leading_marker() {
+            w.marker();
+        }
+        w.content(&(ulpdu_len as u16).to_be_bytes());
+        for part in parts {
+            w.content(part);
+        }
+        w.content(&[0u8; 3][..pad_len(ulpdu_len)]);
+        // Markers that fall right after the PAD are written before the CRC is computed, so
+        // that they are covered by it.
+        w.pending_marker();
+        let crc_field = if self.mode.crc {
+            let covered = &w.out[base..base + layout.crc_coverage];
+            crc::to_wire(crc::crc32c(covered))
+        } else {
+            // With CRC off the field is present and is not checked; send zeros as siw does.
+            [0u8; 4]
+        };
+        w.content(&crc_field);
+        debug_assert_eq!(w.pos, layout.end());
+        debug_assert_eq!(w.out.len() - base, layout.wire_len);
+        self.pos = layout.end();
+        Ok(())
+    }
+}
+
+/// Writes FPDU content octets, inserting markers at their stream positions.
+struct MarkerWriter<'a> {
+    out: &'a mut Vec<u8>,
+    pos: u64,
+    layout: &'a FpduLayout,
+}
+
+impl MarkerWriter<'_> {
+    fn marker(&mut self) {
+        let ptr = self.layout.fpduptr_at(self.pos);
+        self.out.extend_from_slice(&[0, 0]);
+        self.out.extend_from_slice(&ptr.to_be_bytes());
+        self.pos += MARKER_LEN as u64;
+    }
+
+    /// Writes a marker if the next octet position is a marker position.
+    fn pending_marker(&mut self) {
+        if self.layout.markers && is_marker_position(self.pos) {
+            self.marker();
+        }
+    }
+
+    fn content(&mut self, mut data: &[u8]) {
+        if !self.layout.markers {
+            self.out.extend_from_slice(data);
+            self.pos += data.len() as u64;
+            return;
+        }
+        while !data.is_empty() {
+            self.pending_marker();
+            let room = (MARKER_INTERVAL - self.pos % MARKER_INTERVAL) as usize;
+            let n = room.min(data.len());
+            self.out.extend_from_slice(&data[..n]);
+            self.pos += n as u64;
+            data = &data[n..];
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn mulpdu_formulas_and_clamps() {
+        // markers off: EMSS 1460 -> 1460 - (6 + 0) = 1454
+        assert_eq!(mulpdu(1460, false), 1454);
+        // markers on: 1460 - (6 + 4*3 + 0) = 1442
+        assert_eq!(mulpdu(1460, true), 1442);
+        // EMSS mod 4 is taken off too: 1461 -> 1461 - (6 + 1) = 1454
+        assert_eq!(mulpdu(1461, false), 1454);
+        assert_eq!(mulpdu(8960, false), 8954);
+        assert_eq!(mulpdu(8960, true), 8960 - (6 + 4 * 18));
+        // never below 128
+        assert_eq!(mulpdu(0, true), MIN_MULPDU);
+        assert_eq!(mulpdu(100, false), MIN_MULPDU);
+        assert_eq!(mulpdu(133, false), MIN_MULPDU);
+        // never above 64768
+        assert_eq!(mulpdu(65535, false), MAX_ULPDU_LEN);
+        assert_eq!(mulpdu(usize::MAX, true), MAX_ULPDU_LEN);
+    }
+
+    #[test]
+    fn mulpdu_fits_one_segment() {
+        // Below EMSS 150 the 128-octet floor wins and an FPDU may need two segments.
+        for emss in 150..=9000usize {
+            for markers in [false, true] {
+                let m = mulpdu(emss, markers);
+                // Worst case start position: every offset modulo 512 that is a multiple of 4.
+                for start in (0..512u64).step_by(4) {
+                    let l = FpduLayout::new(start, m, markers);
+                    assert!(
+                        l.wire_len <= emss,
+                        "emss {emss} markers {markers} start {start}: {} > {emss}",
+                        l.wire_len
+                    );
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn pad_makes_multiple_of_four() {
+        for l in 0..64 {
+            assert_eq!((2 + l + pad_len(l)) % 4, 0);
+            assert!(pad_len(l) < 4);
+        }
+    }
+
+    #[test]
+    fn layout_without_markers_is_plain() {
+        let l = FpduLayout::new(12345, 42, false);
+        assert_eq!(l.wire_len, 48);
+        assert_eq!(l.crc_coverage, 44);
+        assert_eq!(l.marker_positions().count(), 0);
+        assert!(!l.has_leading_marker());
+    }
+
+    #[test]
+    fn layout_with_leading_marker() {
+        let l = FpduLayout::new(0, 42, true);
+        assert!(l.has_leading_marker());
+        assert_eq!(l.header, 4);
+        assert_eq!(l.wire_len, 52);
+        assert_eq!(l.crc_coverage, 48);
+        assert_eq!(l.marker_positions().collect::<Vec<_>>(), vec![0]);
+    }
+
+    #[test]
+    fn layout_with_inner_marker_and_marker_after_pad() {
+        // Draft figure 6: FPDU at 492 with 42 octets of ULPDU, marker at 512 (FPDUPTR 20).
+        let l = FpduLayout::new(492, 42, true);
+        assert_eq!(l.wire_len, 52);
+        assert_eq!(l.marker_positions().collect::<Vec<_>>(), vec![512]);
+        assert_eq!(l.fpduptr_at(512), 20);
+        assert_eq!(l.ulpdu_wire_range(), 2..48);
+        // An FPDU whose PAD ends right at a marker: the marker is covered by the CRC.
+        // Header at 468: ULPDU_Length, ULPDU and PAD (44 octets) end at 512.
+        let l = FpduLayout::new(468, 42, true);
+        assert_eq!(l.crc_coverage, 48); // 44 content octets + the marker at 512
+        assert_eq!(l.wire_len, 52);
+        // An FPDU that ends exactly at a marker position: that marker is the next FPDU's.
+        let l = FpduLayout::new(464, 42, true);
+        assert_eq!(l.end(), 512);
+        assert_eq!(l.marker_positions().count(), 0);
+        assert!(FpduLayout::new(l.end(), 8, true).has_leading_marker());
+    }
+
+    #[test]
+    fn frame_rejects_empty_and_oversized_ulpdus() {
+        let mut f = Framer::new(FpduMode::CRC_ONLY);
+        let mut out = Vec::new();
+        assert_eq!(f.frame(&[], &mut out), Err(FrameError::EmptyUlpdu));
+        let big = vec![0u8; MAX_ULPDU_LEN + 1];
+        assert_eq!(
+            f.frame(&big, &mut out),
+            Err(FrameError::UlpduTooLong {
+                len: MAX_ULPDU_LEN + 1
+            })
+        );
+        assert!(out.is_empty());
+        assert_eq!(f.stream_offset(), 0);
+        let max = vec![7u8; MAX_ULPDU_LEN];
+        f.frame(&max, &mut out).unwrap();
+        assert_eq!(out.len(), fpdu_len_without_markers(MAX_ULPDU_LEN));
+    }
+
+    /// RFC 5044 7.1.2 rule 7: with markers on, the first octets sent are the marker
+    /// 0x00000000 followed by the FPDU's ULPDU_Length; with markers off, ULPDU_Length.
+    #[test]
+    fn first_octets_are_the_zero_marker_when_markers_on() {
+        let mut out = Vec::new();
+        let on = FpduMode {
+            markers: true,
+            crc: true,
+        };
+        Framer::new(on).frame(&[0xAB; 5], &mut out).unwrap();
+        assert_eq!(&out[..6], &[0, 0, 0, 0, 0, 5]);
+        out.clear();
+        Framer::new(FpduMode::CRC_ONLY)
+            .frame(&[0xAB; 5], &mut out)
+            .unwrap();
+        assert_eq!(&out[..2], &[0, 5]);
+    }
+
+    /// RFC 5044 section 4.3: every marker carries FPDUPTR back to its FPDU's header, all
+    /// markers of one FPDU point at the same header, and one between FPDUs carries 0.
+    #[test]
+    fn markers_every_512_octets_point_at_their_fpdu_header() {
+        let mode = FpduMode {
+            markers: true,
+            crc: false,
+        };
+        let mut f = Framer::new(mode);
+        let mut out = Vec::new();
+        f.frame(&[1u8; 1500], &mut out).unwrap(); // header at 4, markers at 0, 512, 1024
+        assert_eq!(&out[512..516], &[0, 0, 0x01, 0xFC]);
+        assert_eq!(&out[1024..1028], &[0, 0, 0x03, 0xFC]);
+        let end = out.len();
+        assert_eq!(end, 4 + 2 + 1500 + 2 + 4 + 8);
+        // Two small FPDUs to reach 1536 exactly, then one that starts at the marker.
+        let fill = 1536 - end - 6;
+        f.frame(&vec![2u8; fill], &mut out).unwrap();
+        assert_eq!(out.len(), 1536);
+        f.frame(&[3u8; 8], &mut out).unwrap();
+        assert_eq!(&out[1536..1542], &[0, 0, 0, 0, 0, 8]);
+    }
+
+    /// RFC 5044 7.1.1 (C) and section 4.4: the CRC field is present even when CRCs are
+    /// not in use (we send it as zero, as siw does).
+    #[test]
+    fn framing_in_place_matches_framing_a_copy() {
+        for crc in [true, false] {
+            let mode = FpduMode {
+                markers: false,
+                crc,
+            };
+            let (mut a, mut b) = (Framer::at_offset(mode, 7), Framer::at_offset(mode, 7));
+            for len in [1usize, 2, 3, 4, 5, 100, 1441, MAX_ULPDU_LEN] {
+                let ulpdu: Vec<u8> = (0..len).map(|i| (i * 13 + len) as u8).collect();
+                let mut want = vec![9u8; 3];
+                a.frame(&ulpdu, &mut want).unwrap();
+                let mut got = vec![9u8; 3];
+                got.extend_from_slice(&[0xee; Framer::IN_PLACE_HEADROOM]);
+                got.extend_from_slice(&ulpdu);
+                assert_eq!(b.frame_in_place(&mut got, 3), Ok(true));
+                assert_eq!(got, want, "len {len} crc {crc}");
+                assert_eq!(a.stream_offset(), b.stream_offset());
+            }
+            let mut empty = vec![0u8; 2];
+            assert_eq!(b.frame_in_place(&mut empty, 0), Err(FrameError::EmptyUlpdu));
+            let mut long = vec![0u8; 2 + MAX_ULPDU_LEN + 1];
+            assert!(b.frame_in_place(&mut long, 0).is_err());
+        }
+        let mut m = Framer::new(FpduMode {
+            markers: true,
+            crc: true,
+        });
+        let mut buf = vec![0u8; 10];
+        assert_eq!(m.frame_in_place(&mut buf, 0), Ok(false));
+        assert_eq!(buf, vec![0u8; 10]);
+        assert_eq!(m.stream_offset(), 0);
+    }
+
+    #[test]
+    fn crc_off_sends_zero_crc_field() {
+        let mut f = Framer::new(FpduMode {
+            markers: false,
+            crc: false,
+        });
+        let mut out = Vec::new();
+        f.frame(&[1, 2, 3], &mut out).unwrap();
+        assert_eq!(out, [0, 3, 1, 2, 3, 0, 0, 0, 0, 0, 0, 0]);
+    }
+
+    #[test]
+    fn vectored_equals_contiguous() {
+        let mode = FpduMode {
+            markers: true,
+            crc: true,
+        };
+        let data: Vec<u8> = (0..1500u32).map(|i| (i * 7) as u8).collect();
+        let mut a = Framer::at_offset(mode, 300);
+        let mut b = Framer::at_offset(mode, 300);
+        let (mut oa, mut ob) = (Vec::new(), Vec::new());
+        a.frame(&data, &mut oa).unwrap();
+        b.frame_vectored(&[&data[..18], &data[18..900], &data[900..]], &mut ob)
+            .unwrap();
+        assert_eq!(oa, ob);
+        assert_eq!(a.stream_offset(), b.stream_offset());
+        assert_eq!(oa.len(), a.next_layout(0).start as usize - 300);
+    }
+}
