@@ -8,9 +8,9 @@
 use std::hint::black_box;
 use std::time::{Duration, Instant};
 
-use dataplane::crc::crc32c;
-use dataplane::mpa::deframe::Deframer;
-use dataplane::mpa::fpdu::{mulpdu, FpduMode, Framer};
+use wire::crc::crc32c;
+use wire::mpa::deframe::Deframer;
+use wire::mpa::fpdu::{mulpdu, FpduMode, Framer};
 
 /// Bytes moved per timed round.
 const ROUND_BYTES: usize = 64 << 20;

@@ -2,10 +2,10 @@
 //! bounded run inside the normal test suite (`tests/fuzz_smoke.rs`). Each takes arbitrary
 //! octets and panics only on a real defect.
 
-use dataplane::mpa::deframe::Deframer;
-use dataplane::mpa::fpdu::FpduMode;
-use dataplane::mpa::startup::{parse_with, Dialect, FrameKind, ParseOptions, Parsed};
-use dataplane::rdmap::{parse_segment, terminate_ulpdu, Terminate};
+use wire::mpa::deframe::Deframer;
+use wire::mpa::fpdu::FpduMode;
+use wire::mpa::startup::{parse_with, Dialect, FrameKind, ParseOptions, Parsed};
+use wire::rdmap::{parse_segment, terminate_ulpdu, Terminate};
 
 /// MPA startup frame parser, in every dialect and expectation: whatever parses re-encodes
 /// to as many octets as it consumed.

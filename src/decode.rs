@@ -8,11 +8,11 @@
 //!
 //! Decoding is a pure function from bytes to [`Record`]s; printing is separate.
 
-use dataplane::mpa::deframe::{CrcCheck, DeframeError, Deframer};
-use dataplane::mpa::fpdu::FpduMode;
-use dataplane::mpa::startup::{self, FrameKind, ParseOptions, Parsed, StartupFrame};
-use dataplane::mpa::MpaErrorCode;
 use serde_json::{json, Map, Value};
+use wire::mpa::deframe::{CrcCheck, DeframeError, Deframer};
+use wire::mpa::fpdu::FpduMode;
+use wire::mpa::startup::{self, FrameKind, ParseOptions, Parsed, StartupFrame};
+use wire::mpa::MpaErrorCode;
 
 use crate::ulpdu;
 

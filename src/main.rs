@@ -17,7 +17,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Args, Parser, Subcommand};
-use dataplane::mpa::fpdu::FpduMode;
+use wire::mpa::fpdu::FpduMode;
 
 #[derive(Parser)]
 #[command(

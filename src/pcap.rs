@@ -18,10 +18,10 @@ use std::collections::HashMap;
 use std::fmt;
 use std::net::SocketAddrV4;
 
-use dataplane::mpa::fpdu::FpduMode;
-use dataplane::mpa::startup::{self, FrameKind, ParseOptions, Parsed};
 use serde_json::{json, Map, Value};
 use smoltcp::wire::{EthernetFrame, EthernetProtocol, IpProtocol, Ipv4Packet, TcpPacket};
+use wire::mpa::fpdu::FpduMode;
+use wire::mpa::startup::{self, FrameKind, ParseOptions, Parsed};
 
 use crate::decode::{self, DecodeOptions, Decoded, Record};
 

@@ -1,9 +1,9 @@
 //! Describing a ULPDU (one DDP segment) for the wire decoder: its DDP header, RDMAP opcode
 //! and the fields each opcode carries.
 
-use dataplane::ddp::DdpHeader;
-use dataplane::rdmap::{parse_segment, Body, TermError, Terminate};
 use serde_json::{json, Map, Value};
+use wire::ddp::DdpHeader;
+use wire::rdmap::{parse_segment, Body, TermError, Terminate};
 
 use crate::decode::hex;
 

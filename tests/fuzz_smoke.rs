@@ -9,7 +9,7 @@ use common::sample;
 #[allow(dead_code)]
 mod bodies;
 
-use dataplane::mpa::fpdu::{FpduMode, Framer};
+use wire::mpa::fpdu::{FpduMode, Framer};
 
 /// xorshift64*: deterministic, so a failure replays.
 struct Rng(u64);

@@ -6,4 +6,3 @@ pub mod cm;
 pub mod embedded;
 pub mod startup;
 pub mod verbs;
-mod wire;

@@ -29,7 +29,7 @@
 //! requires: the RTR of RFC 6581 9.2 (initiator), the zero-length RDMA Read Response that
 //! answers a Read RTR (responder), and Terminate messages with Layer 2 / EType 0
 //! (RFC 6581 8): code 5 local catastrophic, 6 insufficient IRD, 7 no matching RTR. Every
-//! FPDU goes through [`dataplane::mpa::fpdu::Framer`] started at the marker origin, so when
+//! FPDU goes through [`wire::mpa::fpdu::Framer`] started at the marker origin, so when
 //! markers are on the first octets are the marker `00 00 00 00` (RFC 5044 7.1.2 rule 7).
 //!
 //! # Dialects
@@ -42,18 +42,19 @@ use std::collections::VecDeque;
 use std::fmt;
 use std::time::Duration;
 
-use dataplane::mpa::deframe::{DeframeError, Deframer};
-pub use dataplane::mpa::fpdu::FpduMode;
-use dataplane::mpa::fpdu::Framer;
-pub use dataplane::mpa::startup::{
+use wire::mpa::deframe::{DeframeError, Deframer};
+pub use wire::mpa::fpdu::FpduMode;
+use wire::mpa::fpdu::Framer;
+pub use wire::mpa::startup::{
     Dialect, EnhancedData, FrameKind, RtrType, RtrTypes, StartupFrame, StartupFrameError,
     IRD_ORD_NO_NEGOTIATION, MAX_IRD_ORD,
 };
-pub use dataplane::mpa::MpaErrorCode;
+pub use wire::mpa::MpaErrorCode;
 
 mod initiator;
 mod negotiate;
 mod responder;
+mod rtr;
 
 pub use initiator::{Initiator, InitiatorConfig, InitiatorState};
 pub use negotiate::{
@@ -61,8 +62,6 @@ pub use negotiate::{
     InitiatorIrdOrd, ResponderIrdOrd,
 };
 pub use responder::{AcceptParams, Responder, ResponderConfig, ResponderState};
-
-use crate::wire;
 
 /// Default time an Initiator waits for the MPA Reply (like Linux siw's `MPAREQ_TIMEOUT`).
 pub const DEFAULT_REPLY_TIMEOUT: Duration = Duration::from_secs(10);
@@ -499,7 +498,7 @@ pub fn local_catastrophic_terminate(framer: &mut Framer, msn: u32) -> Vec<u8> {
     let mut out = Vec::new();
     // A 22-octet ULPDU always frames.
     let _ = framer.frame(
-        &wire::mpa_terminate(MpaErrorCode::LocalCatastrophic, msn),
+        &rtr::mpa_terminate(MpaErrorCode::LocalCatastrophic, msn),
         &mut out,
     );
     out

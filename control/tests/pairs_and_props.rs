@@ -10,8 +10,8 @@ use control::startup::{
     AcceptParams, CloseKind, Initiator, InitiatorConfig, Output, Responder, ResponderConfig,
     RtrType, RtrTypes, IRD_ORD_NO_NEGOTIATION,
 };
-use dataplane::mpa::startup::{Dialect, RTR_KEY_AS_PRINTED};
 use proptest::prelude::*;
+use wire::mpa::startup::{Dialect, RTR_KEY_AS_PRINTED};
 
 const NN: u16 = IRD_ORD_NO_NEGOTIATION;
 
@@ -497,10 +497,10 @@ fn draft2010_initiator_sends_term_2_0_7_when_no_offered_type_is_accepted() {
     );
     let outs = drain_i(&mut i);
     let u = ulpdus(control::startup::FpduMode::default(), &sent(&outs));
-    let seg = dataplane::rdmap::parse_segment(&u[0]).unwrap();
+    let seg = wire::rdmap::parse_segment(&u[0]).unwrap();
     assert!(matches!(
         seg.body,
-        dataplane::rdmap::Body::Terminate { terminate, .. } if terminate.error.triple() == (2, 0, 7)
+        wire::rdmap::Body::Terminate { terminate, .. } if terminate.error.triple() == (2, 0, 7)
     ));
     assert!(closes(&outs));
 }

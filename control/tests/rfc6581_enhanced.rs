@@ -11,8 +11,8 @@ use control::startup::{
     FpduMode, Initiator, InitiatorConfig, MpaErrorCode, Output, Responder, ResponderConfig,
     RtrType, RtrTypes, StartupError, StartupFrameError, Waiting, IRD_ORD_NO_NEGOTIATION,
 };
-use dataplane::mpa::startup::{parse, Dialect, FrameKind, Parsed, StartupFrame};
-use dataplane::rdmap::{parse_segment, Body};
+use wire::mpa::startup::{parse, Dialect, FrameKind, Parsed, StartupFrame};
+use wire::rdmap::{parse_segment, Body};
 
 const NN: u16 = IRD_ORD_NO_NEGOTIATION;
 
@@ -436,15 +436,15 @@ fn initiator_sends_exactly_one_negotiated_rtr_of_each_type() {
                     matches!(seg.body, Body::RdmaWrite { stag: 1, .. }),
                     "STag 1, not 0"
                 );
-                assert_eq!(kind, dataplane::rdmap::RtrKind::RdmaWrite);
+                assert_eq!(kind, wire::rdmap::RtrKind::RdmaWrite);
             }
             RtrType::Read => {
-                assert_eq!(kind, dataplane::rdmap::RtrKind::RdmaReadRequest);
+                assert_eq!(kind, wire::rdmap::RtrKind::RdmaReadRequest);
                 assert_eq!(ie.tx_next_msn.read_request, 2);
                 assert!(ie.read_rtr_sink.is_some());
             }
             RtrType::Send => {
-                assert_eq!(kind, dataplane::rdmap::RtrKind::Send);
+                assert_eq!(kind, wire::rdmap::RtrKind::Send);
                 assert_eq!(ie.tx_next_msn.send, 2);
             }
         }
@@ -480,7 +480,7 @@ trait TxLen {
 impl TxLen for Established {
     /// Length of the RTR FPDU at the start of `stream` (what `tx_offset` must equal).
     fn tx_mode_wire_len_check(&self, stream: &[u8]) -> u64 {
-        let mut d = dataplane::mpa::deframe::Deframer::new(self.tx_mode);
+        let mut d = wire::mpa::deframe::Deframer::new(self.tx_mode);
         let mut first = None;
         d.push(stream, |f| {
             if first.is_none() {
@@ -565,7 +565,7 @@ fn responder_sends_term_2_0_7_with_markers_when_rtr_type_unsupported() {
     r.on_data(
         &fpdu(
             FpduMode::CRC_ONLY,
-            &dataplane::rdmap::zero_length_read_request(1, 1, 0, 1, 0),
+            &wire::rdmap::zero_length_read_request(1, 1, 0, 1, 0),
         ),
         Instant::now(),
     );
@@ -589,8 +589,8 @@ fn responder_reports_peer_terminate_without_answering() {
     let mut r = Responder::new(ResponderConfig::default(), Instant::now()).unwrap();
     request_for(&mut r, &frame(&REQUEST_KEY, "50 02 00 04 00 10 00 10"));
     accept(&mut r, AcceptParams::default());
-    let term = dataplane::rdmap::terminate_ulpdu(
-        &dataplane::rdmap::Terminate::llp_mpa(MpaErrorCode::InsufficientIrd),
+    let term = wire::rdmap::terminate_ulpdu(
+        &wire::rdmap::Terminate::llp_mpa(MpaErrorCode::InsufficientIrd),
         1,
     );
     r.on_data(&fpdu(FpduMode::CRC_ONLY, &term), Instant::now());
@@ -655,7 +655,7 @@ fn dataplane_local_catastrophic_terminate_continues_the_stream() {
     let ie = run.i_est();
     let mut framer = ie.framer();
     let term = local_catastrophic_terminate(&mut framer, ie.tx_next_msn.terminate);
-    let mut d = dataplane::mpa::deframe::Deframer::at_offset(ie.tx_mode, ie.tx_offset);
+    let mut d = wire::mpa::deframe::Deframer::at_offset(ie.tx_mode, ie.tx_offset);
     let mut got = Vec::new();
     d.push(&term, |f| got.push(f.ulpdu.to_vec())).unwrap();
     assert!(matches!(

@@ -10,7 +10,7 @@
 //!
 //! [`Net::on_frame`] takes one Ethernet frame (no FCS, no VLAN tag) and returns an [`Rx`]:
 //! a TCP segment addressed to us (IPv4 header checked, TCP checksum *not* yet checked:
-//! [`crate::tcp::segment_from_bytes`] does that), [`Rx::Handled`] for ARP and ICMP it
+//! [`wire::tcp::segment_from_bytes`] does that), [`Rx::Handled`] for ARP and ICMP it
 //! consumed, or [`Rx::Dropped`] with a [`DropReason`]. Frames are accepted when their
 //! Ethernet destination is our MAC or broadcast and their IPv4 destination is our address.
 //! IPv4 options are skipped; fragments are dropped (the TCP engine sends with DF and an
@@ -119,7 +119,7 @@ pub enum Rx<'a> {
         /// IPv4 destination (our address).
         dst: Ipv4Address,
         /// The TCP header and payload (IPv4 header checksum already verified, TCP
-        /// checksum not yet: [`crate::tcp::segment_from_bytes`] does it).
+        /// checksum not yet: [`wire::tcp::segment_from_bytes`] does it).
         segment: &'a [u8],
     },
     /// ARP or ICMP that was consumed or answered.
@@ -430,7 +430,7 @@ impl Net {
                     &mut Ipv4Packet::new_unchecked(&mut buf[ETH_LEN..ETH_LEN + IPV4_LEN]),
                     &caps,
                 );
-                crate::tcp::emit_segment_header(
+                wire::tcp::emit_segment_header(
                     src,
                     dst,
                     repr,
@@ -446,14 +446,14 @@ impl Net {
             port.tx_ipv4_tcp_offload(ETH_LEN + ip_len, &mut |buf: &mut [u8]| {
                 eth.emit(&mut EthernetFrame::new_unchecked(&mut *buf));
                 ip.emit(&mut Ipv4Packet::new_unchecked(&mut buf[ETH_LEN..]), &caps);
-                crate::tcp::emit_segment_offload(src, dst, repr, &mut buf[ETH_LEN + IPV4_LEN..]);
+                wire::tcp::emit_segment_offload(src, dst, repr, &mut buf[ETH_LEN + IPV4_LEN..]);
             })
         } else {
             let caps = ChecksumCapabilities::default();
             port.tx(ETH_LEN + ip_len, &mut |buf: &mut [u8]| {
                 eth.emit(&mut EthernetFrame::new_unchecked(&mut *buf));
                 ip.emit(&mut Ipv4Packet::new_unchecked(&mut buf[ETH_LEN..]), &caps);
-                crate::tcp::emit_segment(src, dst, repr, &mut buf[ETH_LEN + IPV4_LEN..]);
+                wire::tcp::emit_segment(src, dst, repr, &mut buf[ETH_LEN + IPV4_LEN..]);
             })
         };
         if sent {

@@ -28,10 +28,10 @@ use std::sync::{Arc, OnceLock};
 
 use crossbeam::queue::ArrayQueue;
 
-use crate::mpa::fpdu::FpduMode;
 use crate::rdma::{Completion, QpConfig, RecvWr, SendWr};
-use crate::rdmap::Terminate;
 use crate::tcp::FourTuple;
+use wire::mpa::fpdu::FpduMode;
+use wire::rdmap::Terminate;
 
 /// Names one TCP connection of a core. The control thread picks the ids of the connections
 /// it opens ([`CONN_ID_ACTIVE`] set); the core picks those it accepts.

@@ -10,14 +10,14 @@ use std::sync::{Arc, Mutex};
 use std::time::Instant as StdInstant;
 
 use control::startup::{Established, Event, Initiator, InitiatorConfig, Output};
-use dataplane::mpa::deframe::Deframer;
-use dataplane::mpa::fpdu::Framer;
 use dataplane::net::{Net, NetConfig, Rx};
 use dataplane::port::{Port, PortStats};
-use dataplane::rdmap::{self, Terminate};
 use dataplane::tcp::{self, Connection, FourTuple, IsnGenerator, State};
 use smoltcp::time::Instant;
 use smoltcp::wire::{EthernetAddress, EthernetFrame, Ipv4Address, TcpControl, TcpSeqNumber};
+use wire::mpa::deframe::Deframer;
+use wire::mpa::fpdu::Framer;
+use wire::rdmap::{self, Terminate};
 
 /// The attacker's address on node A's link.
 pub const ATTACKER: Ipv4Address = Ipv4Address::new(10, 77, 0, 3);
@@ -365,7 +365,7 @@ impl Attacker {
             let Rx::Tcp { src, dst, segment } = self.net.on_frame(now, &f, &mut self.port) else {
                 continue;
             };
-            let Some(repr) = tcp::segment_from_bytes(src, dst, segment) else {
+            let Some(repr) = wire::tcp::segment_from_bytes(src, dst, segment) else {
                 continue;
             };
             let tuple = FourTuple {

@@ -2,19 +2,19 @@
 
 use std::time::{Duration, Instant};
 
-use dataplane::mpa::fpdu::Framer;
-use dataplane::mpa::startup::{
+use wire::mpa::fpdu::Framer;
+use wire::mpa::startup::{
     incomplete_at_close, parse_with, Flags, ParseOptions, Parsed, MAX_PD_LENGTH, REV_1, REV_2,
 };
 
 use super::negotiate::{choose_initiator_rtr, initiator_ird_ord};
+use super::rtr;
 use super::{
     fpdu_modes, frame_ulpdu, ApiError, CloseKind, Dialect, EnhancedData, Established, Event,
     Failure, FrameKind, IrdOrd, MpaErrorCode, Output, Outputs, QueueMsns, ReadRtrSink, Rejected,
     ReplyReceived, Role, RtrType, RtrTypes, StartupError, StartupFrame, Waiting,
     DEFAULT_REPLY_TIMEOUT, DEFAULT_RTR_PREFERENCE, DEFAULT_RTR_STAG, MAX_IRD_ORD,
 };
-use crate::wire;
 
 /// Initiator policy and parameters.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -427,7 +427,7 @@ impl Initiator {
         let (tx_mode, _) = fpdu_modes(&self.request, reply, Role::Initiator);
         let mut framer = Framer::new(tx_mode);
         let mut bytes = Vec::new();
-        let sent = frame_ulpdu(&mut framer, &wire::mpa_terminate(code, 1), &mut bytes);
+        let sent = frame_ulpdu(&mut framer, &rtr::mpa_terminate(code, 1), &mut bytes);
         self.out.send(bytes);
         self.out.fail(Failure {
             error,
@@ -660,13 +660,13 @@ impl Initiator {
             let ulpdu = match rtr {
                 RtrType::Send => {
                     tx_next_msn.send += 1;
-                    wire::zero_length_send(1)
+                    rtr::zero_length_send(1)
                 }
-                RtrType::Write => wire::zero_length_write(stag),
+                RtrType::Write => rtr::zero_length_write(stag),
                 RtrType::Read => {
                     tx_next_msn.read_request += 1;
                     read_rtr_sink = Some(ReadRtrSink { stag, to: 0 });
-                    wire::zero_length_read_request(1, stag, stag)
+                    rtr::zero_length_read_request(1, stag, stag)
                 }
             };
             let mut bytes = Vec::new();

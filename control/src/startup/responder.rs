@@ -2,12 +2,13 @@
 
 use std::time::{Duration, Instant};
 
-use dataplane::mpa::fpdu::Framer;
-use dataplane::mpa::startup::{
+use wire::mpa::fpdu::Framer;
+use wire::mpa::startup::{
     incomplete_at_close, parse_with, Flags, ParseOptions, Parsed, MAX_PD_LENGTH, REV_1, REV_2,
 };
 
 use super::negotiate::{responder_ird_ord, responder_rtr_flags};
+use super::rtr::{self, Ulpdu};
 use super::{
     fpdu_modes, frame_ulpdu, ApiError, CloseKind, Dialect, EnhancedData, Established, Event,
     Failure, FirstFpduProbe, FpduMode, FrameKind, IrdOrd, MpaErrorCode, Output, Outputs, QueueMsns,
@@ -15,7 +16,6 @@ use super::{
     DEFAULT_FIRST_FPDU_TIMEOUT, DEFAULT_REQUEST_TIMEOUT, DEFAULT_RTR_PREFERENCE,
     DEFAULT_RTR_TIMEOUT,
 };
-use crate::wire::{self, Ulpdu};
 
 /// Responder policy and parameters.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -662,7 +662,7 @@ impl Responder {
             return;
         };
         let mut framer = Framer::new(accepted.tx_mode);
-        let class = wire::classify(&first.ulpdu);
+        let class = rtr::classify(&first.ulpdu);
         if let Ulpdu::Terminate { layer, etype, code } = class {
             // The Initiator terminated (e.g. TERM 2/0/6 or 2/0/7): report; no TERM back.
             let error = StartupError::PeerTerminated { layer, etype, code };
@@ -690,7 +690,7 @@ impl Responder {
                 rx_next_msn.read_request = 2;
                 // The Read RTR is answered with a zero-length RDMA Read Response, produced
                 // here (rule 4 is satisfied now), so the dataplane starts after it.
-                let resp = wire::zero_length_read_response(sink_stag, sink_to);
+                let resp = rtr::zero_length_read_response(sink_stag, sink_to);
                 if !frame_ulpdu(&mut framer, &resp, &mut rtr_bytes) {
                     rtr_bytes.clear();
                 }
@@ -706,7 +706,7 @@ impl Responder {
                 let mut bytes = Vec::new();
                 let sent = frame_ulpdu(
                     &mut framer,
-                    &wire::mpa_terminate(MpaErrorCode::NoMatchingRtr, 1),
+                    &rtr::mpa_terminate(MpaErrorCode::NoMatchingRtr, 1),
                     &mut bytes,
                 );
                 self.out.send(bytes);

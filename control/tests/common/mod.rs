@@ -7,10 +7,10 @@ use control::startup::{
     AcceptParams, Established, Event, Failure, FpduMode, Initiator, InitiatorConfig, Output,
     Rejected, RequestReceived, Responder, ResponderConfig,
 };
-use dataplane::mpa::deframe::Deframer;
-use dataplane::mpa::fpdu::Framer;
+use wire::mpa::deframe::Deframer;
+use wire::mpa::fpdu::Framer;
 
-pub use dataplane::mpa::startup::{REPLY_KEY, REQUEST_KEY};
+pub use wire::mpa::startup::{REPLY_KEY, REQUEST_KEY};
 
 pub fn hex(s: &str) -> Vec<u8> {
     let s: String = s.chars().filter(|c| c.is_ascii_hexdigit()).collect();
@@ -98,7 +98,7 @@ pub fn fpdu(mode: FpduMode, ulpdu: &[u8]) -> Vec<u8> {
 
 /// A Send message ULPDU with `payload` (QN 0, MSN `msn`, MO 0, L = 1).
 pub fn send_ulpdu(msn: u32, payload: &[u8]) -> Vec<u8> {
-    let mut v = dataplane::rdmap::zero_length_send(msn);
+    let mut v = wire::rdmap::zero_length_send(msn);
     v.extend_from_slice(payload);
     v
 }

@@ -39,13 +39,9 @@ use smoltcp::time::Instant;
 use smoltcp::wire::Ipv4Address;
 
 use crate::limits::Limits;
-use crate::mpa::deframe::Deframer;
-use crate::mpa::fpdu::{mulpdu, Framer};
-use crate::mpa::MpaErrorCode;
 use crate::net::{Net, NetConfig, Rx};
 use crate::port::{Port, PortStats, RxChecksum};
 use crate::rdma::{MrTable, Qp, QpState, RecvWr, SendWr, WcOpcode};
-use crate::rdmap::TermError;
 use crate::rings::{
     CloseReason, ConnId, CoreCmd, CoreEvent, Doorbells, QpPublish, QpRingState, QpRings,
 };
@@ -53,6 +49,10 @@ use crate::tcp::{
     self, Accepted, Connection, FourTuple, IsnGenerator, Listener, SynPolicy, TimeWait,
     TimeWaitAction,
 };
+use wire::mpa::deframe::Deframer;
+use wire::mpa::fpdu::{mulpdu, Framer};
+use wire::mpa::MpaErrorCode;
+use wire::rdmap::TermError;
 
 use table::{Table, Token};
 use timers::Timers;
@@ -919,7 +919,7 @@ impl Core {
                 return;
             }
             let check = verdict != RxChecksum::Good;
-            let Some(repr) = tcp::segment_from_bytes_with(src, dst, segment, check) else {
+            let Some(repr) = wire::tcp::segment_from_bytes_with(src, dst, segment, check) else {
                 stats.bad_segments += 1;
                 return;
             };
@@ -1289,7 +1289,7 @@ fn deframe_into(f: &mut FpduConn, data: &[u8]) -> usize {
         n += 1;
         qp.on_ulpdu(fpdu.ulpdu);
     }) {
-        if !matches!(e, crate::mpa::deframe::DeframeError::Stopped(_)) {
+        if !matches!(e, wire::mpa::deframe::DeframeError::Stopped(_)) {
             qp.on_llp_error(TermError::Llp(e.code()));
         }
     }

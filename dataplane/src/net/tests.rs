@@ -2,9 +2,9 @@
 
 use super::*;
 use crate::port::mem::{link, MemPort, WireConfig};
-use crate::tcp::segment_from_bytes;
 use proptest::prelude::*;
 use smoltcp::wire::{TcpControl, TcpSeqNumber, TcpTimestampRepr};
+use wire::tcp::segment_from_bytes;
 
 const A: Ipv4Address = Ipv4Address::new(10, 0, 0, 1);
 const B: Ipv4Address = Ipv4Address::new(10, 0, 0, 2);
@@ -356,7 +356,7 @@ fn drops_with_reasons() {
     let (ma, mb) = (p.pa.mac(), p.pb.mac());
     let seg = {
         let mut v = Vec::new();
-        crate::tcp::segment_to_bytes(&tuple(), &tcp_repr(b"data"), &mut v);
+        wire::tcp::segment_to_bytes(&tuple(), &tcp_repr(b"data"), &mut v);
         v
     };
     let good = ip_frame(mb, ma, A, B, IpProtocol::Tcp, &seg);
@@ -459,7 +459,7 @@ fn arp_entries_expire_unless_refreshed() {
     assert_eq!(p.a.stats().arp_requests_sent, 2);
     // B's TCP traffic refreshes A's entry for B.
     let mut seg = Vec::new();
-    crate::tcp::segment_to_bytes(&tuple().reversed(), &tcp_repr(b"y"), &mut seg);
+    wire::tcp::segment_to_bytes(&tuple().reversed(), &tcp_repr(b"y"), &mut seg);
     let f = ip_frame(p.pa.mac(), mac_b, B, A, IpProtocol::Tcp, &seg);
     assert!(matches!(
         p.a.on_frame(t(58_000), &f, &mut p.pa),
@@ -529,7 +529,7 @@ fn samples() -> Vec<Vec<u8>> {
     let (pa, pb) = link(WireConfig::default(), WireConfig::default());
     let (ma, mb) = (pa.mac(), pb.mac());
     let mut seg = Vec::new();
-    crate::tcp::segment_to_bytes(&tuple(), &tcp_repr(b"payload"), &mut seg);
+    wire::tcp::segment_to_bytes(&tuple(), &tcp_repr(b"payload"), &mut seg);
     let mut arp = vec![0u8; ETH_LEN + ARP_LEN];
     EthernetRepr {
         src_addr: ma,

@@ -921,7 +921,7 @@ impl Port for MemPort {
 fn device_completes_checksums(frame: &mut [u8]) {
     let Some(l) = tcp_layout(frame) else { return };
     Ipv4Packet::new_unchecked(&mut frame[ETHERNET_HEADER_LEN..l.tcp]).fill_checksum();
-    crate::tcp::complete_tcp_offload(&mut frame[l.tcp..l.end]);
+    wire::tcp::complete_tcp_offload(&mut frame[l.tcp..l.end]);
 }
 
 /// What a NIC with receive checksum offload says of a frame: Bad for an IPv4 header with a
@@ -937,7 +937,7 @@ fn device_verdict(frame: &[u8]) -> RxChecksum {
     };
     let ip = Ipv4Packet::new_unchecked(&frame[ETHERNET_HEADER_LEN..l.end]);
     if ip.verify_checksum()
-        && crate::tcp::verify_tcp(ip.src_addr(), ip.dst_addr(), &frame[l.tcp..l.end])
+        && wire::tcp::verify_tcp(ip.src_addr(), ip.dst_addr(), &frame[l.tcp..l.end])
     {
         RxChecksum::Good
     } else {

@@ -58,11 +58,11 @@
 //!   oldest started send work request completes with a status mapped from the
 //!   Terminate's error (and the error in [`Completion::term`]), everything else is
 //!   [`WcStatus::Flushed`].
-//! * Malformed segments get the Terminate that [`crate::rdmap::parse_segment`]'s error
+//! * Malformed segments get the Terminate that [`wire::rdmap::parse_segment`]'s error
 //!   names (a DDP header cut short, for which RFC 5041 has no code, gets RDMAP Remote
 //!   Operation Error "Unspecified").
 //!
-//! Every violation queues one Terminate ([`crate::rdmap::terminate_ulpdu`], on QN 2 with
+//! Every violation queues one Terminate ([`wire::rdmap::terminate_ulpdu`], on QN 2 with
 //! the next MSN) quoting the offending segment as RFC 5040 section 8 asks
 //! ([`Terminate::for_segment`]); the work request involved completes in error with the
 //! triplet in [`Completion::term`], all others are flushed, and once the Terminate has
@@ -78,11 +78,11 @@ use std::collections::VecDeque;
 use std::sync::Arc;
 
 use super::mr::{Access, MemoryRegion, MrError, MrTable};
-use crate::ddp::{
+use wire::ddp::{
     DdpError, TaggedBufferError, TaggedHeader, UntaggedBufferError, UntaggedHeader,
     QN_READ_REQUEST, QN_SEND, TAGGED_HEADER_LEN, UNTAGGED_HEADER_LEN,
 };
-use crate::rdmap::{
+use wire::rdmap::{
     self, Body, Opcode, RdmapError, RdmapParseError, ReadRequest, RemoteOperationError,
     RemoteProtectionError, TermError, Terminate, READ_REQUEST_LEN,
 };
@@ -1054,7 +1054,7 @@ impl Qp {
             (Body::ReadResponse { stag, to, data }, _) => {
                 self.on_read_response(stag, to, data, seg.header.last(), ulpdu)
             }
-            (Body::ReadRequest(req), crate::ddp::DdpHeader::Untagged(h)) => {
+            (Body::ReadRequest(req), wire::ddp::DdpHeader::Untagged(h)) => {
                 self.on_read_request(&h, &req, ulpdu)
             }
             (
@@ -1063,7 +1063,7 @@ impl Qp {
                     invalidate_stag,
                     solicited_event,
                 },
-                crate::ddp::DdpHeader::Untagged(h),
+                wire::ddp::DdpHeader::Untagged(h),
             ) => self.on_send(&h, data, invalidate_stag, solicited_event, ulpdu),
             (Body::Terminate { terminate, .. }, _) => self.on_terminate(terminate),
             // parse_segment pairs untagged bodies with untagged headers.

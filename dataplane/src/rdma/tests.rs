@@ -5,8 +5,8 @@ use std::sync::Arc;
 use proptest::prelude::*;
 
 use super::*;
-use crate::ddp::{TaggedHeader, UntaggedHeader};
-use crate::rdmap::{self, Opcode, ReadRequest, TermError, Terminate};
+use wire::ddp::{TaggedHeader, UntaggedHeader};
+use wire::rdmap::{self, Opcode, ReadRequest, TermError, Terminate};
 
 const PD: u32 = 7;
 const MULPDU: usize = 1448;
@@ -172,7 +172,7 @@ fn sends_every_size() {
         let mut mo = 0;
         for (i, u) in p.a_to_b.iter().enumerate() {
             let seg = rdmap::parse_segment(u).unwrap();
-            let crate::ddp::DdpHeader::Untagged(h) = seg.header else {
+            let wire::ddp::DdpHeader::Untagged(h) = seg.header else {
                 panic!()
             };
             assert_eq!((h.qn, h.msn, h.mo), (0, 1, mo));
@@ -220,7 +220,7 @@ fn writes_every_size_last_octet_visible() {
         let mut to = 0x7000_0000 + 10;
         for u in &p.a_to_b {
             let seg = rdmap::parse_segment(u).unwrap();
-            let crate::ddp::DdpHeader::Tagged(h) = seg.header else {
+            let wire::ddp::DdpHeader::Tagged(h) = seg.header else {
                 panic!()
             };
             assert_eq!((h.stag, h.to), (dst.stag(), to));
@@ -572,7 +572,7 @@ fn write_violation(access: Access, pd: u32, to_off: i64, len: u32, triple: (u8, 
     assert_eq!(t.ddp_segment_length, Some(seg.len() as u16));
     assert_eq!(
         t.ddp_header,
-        Some(crate::ddp::DdpHeader::decode(&seg).unwrap())
+        Some(wire::ddp::DdpHeader::decode(&seg).unwrap())
     );
     assert_eq!(t.rdmap_header, None);
     assert_eq!(dst.to_vec(), vec![0x5C; 100]);
@@ -746,7 +746,7 @@ fn send_violations() {
     let t = expect_terminate(&mut p, (1, 2, 0x02));
     assert!(matches!(
         t.ddp_header,
-        Some(crate::ddp::DdpHeader::Untagged(_))
+        Some(wire::ddp::DdpHeader::Untagged(_))
     ));
     let c = completions(&mut p.a.qp);
     assert_eq!(c[0].status, WcStatus::Success);
@@ -931,7 +931,7 @@ fn llp_error_flushes() {
     }
     let mut out = Vec::new();
     assert!(p.a.qp.poll_ulpdu(40, &mut out)); // first segment of the first Write
-    let err = TermError::Llp(crate::mpa::MpaErrorCode::CrcMismatch);
+    let err = TermError::Llp(wire::mpa::MpaErrorCode::CrcMismatch);
     p.a.qp.on_llp_error(err);
     assert_eq!(p.a.qp.state(), QpState::Terminating);
     out.clear();
@@ -1037,7 +1037,7 @@ fn terminate_received_flushes_receives() {
         })
         .unwrap();
     let t = Terminate::new(TermError::Rdmap(
-        crate::rdmap::RdmapError::LOCAL_CATASTROPHIC,
+        wire::rdmap::RdmapError::LOCAL_CATASTROPHIC,
     ));
     p.b.qp.on_ulpdu(&rdmap::terminate_ulpdu(&t, 1));
     assert_eq!(p.b.qp.state(), QpState::Error);

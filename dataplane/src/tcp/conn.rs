@@ -377,7 +377,7 @@ impl Connection {
     /// Effective send MSS (RFC 9293 section 3.7.1 Eff.snd.MSS, RFC 7323 section 3: minus
     /// the 12 octets of the timestamps option when in use): the largest payload one segment
     /// carries. MPA computes MULPDU from it (RFC 5044 section 6.2,
-    /// [`mulpdu`](crate::mpa::fpdu::mulpdu)). Final once the connection is ESTABLISHED.
+    /// [`mulpdu`](wire::mpa::fpdu::mulpdu)). Final once the connection is ESTABLISHED.
     pub fn emss(&self) -> usize {
         self.emss
     }
@@ -590,7 +590,7 @@ impl Connection {
     /// Hands out segments that arrived ahead of a gap, each with its stream offset, once
     /// each (only when [`Config::report_out_of_order`] is set). MPA with markers uses them
     /// to place FPDUs early (RFC 5044 section 6,
-    /// [`Deframer::recover_out_of_order`](crate::mpa::deframe::Deframer::recover_out_of_order));
+    /// [`Deframer::recover_out_of_order`](wire::mpa::deframe::Deframer::recover_out_of_order));
     /// the same octets are handed out again in order by [`Connection::recv`].
     pub fn recv_out_of_order(&mut self, f: impl FnMut(u64, &[u8])) -> usize {
         self.recv.drain_reports(f)

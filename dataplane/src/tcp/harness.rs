@@ -260,7 +260,7 @@ impl Pair {
             return;
         }
         let mut bytes = Vec::new();
-        segment_to_bytes(&Self::tuple_of(from), repr, &mut bytes);
+        wire::tcp::segment_to_bytes(&Self::tuple_of(from), repr, &mut bytes);
         let copies = if self.faults.dup > 0 && self.rng.chance(self.faults.dup) {
             2
         } else {
@@ -325,7 +325,8 @@ impl Pair {
             Side::A => (ADDR_B, ADDR_A),
             Side::B => (ADDR_A, ADDR_B),
         };
-        let repr = segment_from_bytes(src, dst, &w.bytes).expect("harness segments parse");
+        let repr =
+            wire::tcp::segment_from_bytes(src, dst, &w.bytes).expect("harness segments parse");
         let now = self.instant();
         match w.to {
             Side::A => match self.a.as_mut() {

@@ -5,8 +5,8 @@
 //! `smoltcp`'s wire types only ([`TcpRepr`], [`TcpSeqNumber`], `TcpControl`,
 //! `TcpTimestampRepr`). It owns no sockets, threads or clocks: time comes in as
 //! [`Instant`] arguments and segments go in and out as [`TcpRepr`] values. Ethernet and ARP
-//! live in the port loop that wraps it; [`segment_to_bytes`] / [`segment_from_bytes`] do
-//! the TCP header and checksum, [`ipv4_segment_to_bytes`] / [`ipv4_segment_from_bytes`]
+//! live in the port loop that wraps it; [`segment_to_bytes`](wire::tcp::segment_to_bytes) / [`segment_from_bytes`](wire::tcp::segment_from_bytes) do
+//! the TCP header and checksum, [`ipv4_segment_to_bytes`](wire::tcp::ipv4_segment_to_bytes) / [`ipv4_segment_from_bytes`](wire::tcp::ipv4_segment_from_bytes)
 //! add the IPv4 header.
 //!
 //! # Model
@@ -17,9 +17,9 @@
 //!   runs due timers and emits segments; [`Connection::poll_at`] says when to call it next;
 //!   [`Connection::poll_event`] returns [`Event`]s.
 //! * [`Connection::send_fpdu`] queues one *record* (an FPDU from
-//!   [`Framer`](crate::mpa::fpdu::Framer), or an MPA Request/Reply frame before FPDU mode).
+//!   [`Framer`](wire::mpa::fpdu::Framer), or an MPA Request/Reply frame before FPDU mode).
 //!   [`Connection::recv`] hands out in-order octets with their stream offset for the
-//!   [`Deframer`](crate::mpa::deframe::Deframer); [`Connection::recv_out_of_order`] hands out
+//!   [`Deframer`](wire::mpa::deframe::Deframer); [`Connection::recv_out_of_order`] hands out
 //!   segments that arrived ahead of a gap (for MPA marker-based recovery).
 //!
 //! # What is implemented, by RFC
@@ -96,10 +96,9 @@
 //! Stream offsets (in [`Connection::recv`], [`Connection::recv_out_of_order`]) count from
 //! the first octet after the peer's SYN. MPA's marker origin is the first octet after the
 //! startup frames, so the MPA layer subtracts the length of the startup frame it received
-//! before feeding the [`Deframer`](crate::mpa::deframe::Deframer). The smoltcp version is
+//! before feeding the [`Deframer`](wire::mpa::deframe::Deframer). The smoltcp version is
 //! pinned to 0.12: 0.13 and later need Rust 1.91, above the workspace's 1.85.
 
-mod checksum;
 mod conn;
 mod cookie;
 mod isn;
@@ -119,38 +118,11 @@ pub use isn::IsnGenerator;
 pub use rtt::RttEstimator;
 pub use send::SharedRecord;
 pub use time_wait::{TimeWait, TimeWaitAction};
+pub(crate) use wire::tcp::bare_repr;
+pub use wire::tcp::FourTuple;
 
-use smoltcp::phy::ChecksumCapabilities;
 use smoltcp::time::{Duration, Instant};
-use smoltcp::wire::{
-    IpAddress, IpProtocol, Ipv4Address, Ipv4Packet, Ipv4Repr, TcpControl, TcpPacket, TcpRepr,
-    TcpSeqNumber,
-};
-
-/// The 4-tuple that names a connection (RFC 9293 section 3.3.1 "socket pair").
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub struct FourTuple {
-    /// Our IPv4 address.
-    pub local_addr: Ipv4Address,
-    /// Our port.
-    pub local_port: u16,
-    /// The peer's IPv4 address.
-    pub remote_addr: Ipv4Address,
-    /// The peer's port.
-    pub remote_port: u16,
-}
-
-impl FourTuple {
-    /// The same pair seen from the other end.
-    pub fn reversed(&self) -> FourTuple {
-        FourTuple {
-            local_addr: self.remote_addr,
-            local_port: self.remote_port,
-            remote_addr: self.local_addr,
-            remote_port: self.local_port,
-        }
-    }
-}
+use smoltcp::wire::{Ipv4Address, TcpControl, TcpRepr, TcpSeqNumber};
 
 /// Connection states (RFC 9293 section 3.3.2).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -362,30 +334,6 @@ pub struct Stats {
 
 /// The RST to answer a segment that belongs to no connection (RFC 9293 section 3.10.7.1,
 /// CLOSED state): `<SEQ=SEG.ACK><CTL=RST>` if it had an ACK, else
-/// A segment from `src_port` to `dst_port` with the given control and sequence number and
-/// nothing else: no ACK, zero window, no options, no payload. Callers fill in the rest.
-pub(crate) fn bare_repr(
-    src_port: u16,
-    dst_port: u16,
-    control: TcpControl,
-    seq_number: TcpSeqNumber,
-) -> TcpRepr<'static> {
-    TcpRepr {
-        src_port,
-        dst_port,
-        control,
-        seq_number,
-        ack_number: None,
-        window_len: 0,
-        window_scale: None,
-        max_seg_size: None,
-        sack_permitted: false,
-        sack_ranges: [None; 3],
-        timestamp: None,
-        payload: &[],
-    }
-}
-
 /// `<SEQ=0><ACK=SEG.SEQ+SEG.LEN><CTL=RST,ACK>`. `None` for an incoming RST.
 pub fn reset_for(repr: &TcpRepr) -> Option<TcpRepr<'static>> {
     if repr.control == TcpControl::Rst {
@@ -532,129 +480,4 @@ impl Listener {
             SynPolicy::Refuse => reset_for(repr).map_or(Accepted::Drop, Accepted::Reply),
         }
     }
-}
-
-/// Serializes `repr` (header, options, `repr.payload`) as a TCP segment from
-/// `tuple.local_*` to `tuple.remote_*`, checksum included, appending it to `out`.
-pub fn segment_to_bytes(tuple: &FourTuple, repr: &TcpRepr, out: &mut Vec<u8>) {
-    let start = out.len();
-    out.resize(start + repr.buffer_len(), 0);
-    emit_segment(tuple.local_addr, tuple.remote_addr, repr, &mut out[start..]);
-}
-
-/// Writes `repr` as a TCP segment from `src` to `dst` into `buf` (exactly
-/// `repr.buffer_len()` octets), checksum included.
-pub(crate) fn emit_segment(src: Ipv4Address, dst: Ipv4Address, repr: &TcpRepr, buf: &mut [u8]) {
-    emit_without_checksum(src, dst, repr, buf);
-    checksum::fill_tcp(src, dst, buf);
-}
-
-/// Writes `repr` into `buf`, leaving the checksum field to the caller.
-fn emit_without_checksum(src: Ipv4Address, dst: Ipv4Address, repr: &TcpRepr, buf: &mut [u8]) {
-    repr.emit(
-        &mut TcpPacket::new_unchecked(&mut *buf),
-        &IpAddress::Ipv4(src),
-        &IpAddress::Ipv4(dst),
-        &ChecksumCapabilities::ignored(),
-    );
-}
-
-/// Like [`emit_segment`], but with the pseudo-header sum in the checksum field instead of
-/// the checksum, for a device with TCP checksum offload to complete.
-pub(crate) fn emit_segment_offload(
-    src: Ipv4Address,
-    dst: Ipv4Address,
-    repr: &TcpRepr,
-    buf: &mut [u8],
-) {
-    emit_without_checksum(src, dst, repr, buf);
-    checksum::fill_tcp_pseudo_header(src, dst, buf);
-}
-
-/// Writes the TCP header (options included) of `repr` from `src` to `dst` into `buf`
-/// (exactly `repr.header_len()` octets) for a segment whose payload, `payload`, the port
-/// sends from another buffer. With `offload` the checksum field holds the pseudo-header
-/// sum for the device to complete (as [`emit_segment_offload`]); otherwise the checksum
-/// over header and payload.
-pub(crate) fn emit_segment_header(
-    src: Ipv4Address,
-    dst: Ipv4Address,
-    repr: &TcpRepr,
-    payload: &[u8],
-    offload: bool,
-    buf: &mut [u8],
-) {
-    let header = TcpRepr {
-        payload: &[],
-        ..*repr
-    };
-    emit_without_checksum(src, dst, &header, buf);
-    if offload {
-        checksum::fill_tcp_pseudo_header_len(src, dst, buf, buf.len() + payload.len());
-    } else {
-        checksum::fill_tcp_parts(src, dst, buf, payload);
-    }
-}
-
-pub(crate) use checksum::{complete_tcp_offload, verify_tcp};
-
-/// Parses a TCP segment sent from `src` to `dst`, checking its length, options and
-/// checksum. `None` for anything malformed (never panics).
-pub fn segment_from_bytes<'a>(
-    src: Ipv4Address,
-    dst: Ipv4Address,
-    bytes: &'a [u8],
-) -> Option<TcpRepr<'a>> {
-    segment_from_bytes_with(src, dst, bytes, true)
-}
-
-/// [`segment_from_bytes`] that skips the checksum when `check_checksum` is false (the
-/// device already found it right).
-pub fn segment_from_bytes_with<'a>(
-    src: Ipv4Address,
-    dst: Ipv4Address,
-    bytes: &'a [u8],
-    check_checksum: bool,
-) -> Option<TcpRepr<'a>> {
-    let packet = TcpPacket::new_checked(bytes).ok()?;
-    if check_checksum && !checksum::verify_tcp(src, dst, bytes) {
-        return None;
-    }
-    TcpRepr::parse(
-        &packet,
-        &IpAddress::Ipv4(src),
-        &IpAddress::Ipv4(dst),
-        &ChecksumCapabilities::ignored(),
-    )
-    .ok()
-}
-
-/// Serializes `repr` as an IPv4 datagram (20-octet header, DF set, TTL `hop_limit`, both
-/// checksums) from `tuple.local_addr` to `tuple.remote_addr`, appending it to `out`.
-pub fn ipv4_segment_to_bytes(tuple: &FourTuple, repr: &TcpRepr, hop_limit: u8, out: &mut Vec<u8>) {
-    let ip = Ipv4Repr {
-        src_addr: tuple.local_addr,
-        dst_addr: tuple.remote_addr,
-        next_header: IpProtocol::Tcp,
-        payload_len: repr.buffer_len(),
-        hop_limit,
-    };
-    let start = out.len();
-    out.resize(start + ip.buffer_len(), 0);
-    let mut packet = Ipv4Packet::new_unchecked(&mut out[start..]);
-    ip.emit(&mut packet, &ChecksumCapabilities::default());
-    segment_to_bytes(tuple, repr, out);
-}
-
-/// Parses an IPv4 datagram carrying a TCP segment: `(source, destination, segment)`.
-/// Fragments, options-bearing headers that do not fit, other protocols and bad checksums
-/// give `None` (never a panic).
-pub fn ipv4_segment_from_bytes(bytes: &[u8]) -> Option<(Ipv4Address, Ipv4Address, TcpRepr<'_>)> {
-    let packet = Ipv4Packet::new_checked(bytes).ok()?;
-    let ip = Ipv4Repr::parse(&packet, &ChecksumCapabilities::default()).ok()?;
-    if ip.next_header != IpProtocol::Tcp {
-        return None;
-    }
-    let tcp = segment_from_bytes(ip.src_addr, ip.dst_addr, packet.payload())?;
-    Some((ip.src_addr, ip.dst_addr, tcp))
 }

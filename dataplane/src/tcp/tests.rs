@@ -957,8 +957,8 @@ fn heavy_loss_still_delivers() {
 
 #[test]
 fn mpa_fpdus_over_tcp_with_out_of_order_recovery() {
-    use crate::mpa::deframe::Deframer;
-    use crate::mpa::fpdu::{mulpdu, FpduMode, Framer};
+    use wire::mpa::deframe::Deframer;
+    use wire::mpa::fpdu::{mulpdu, FpduMode, Framer};
     let cfg = Config {
         report_out_of_order: true,
         ..fast_config()
@@ -1089,7 +1089,7 @@ fn random_bytes_never_panic() {
             bytes[0..2].copy_from_slice(&PORT_B.to_be_bytes());
             bytes[2..4].copy_from_slice(&PORT_A.to_be_bytes());
         }
-        if let Some(r) = segment_from_bytes(ADDR_B, ADDR_A, &bytes) {
+        if let Some(r) = wire::tcp::segment_from_bytes(ADDR_B, ADDR_A, &bytes) {
             p.inject(Side::A, &r);
         }
         // Also without checksum verification, so parsed garbage reaches the engine.
@@ -1181,35 +1181,6 @@ fn duration_helpers_and_poll_at() {
     p.transmit();
     let at = p.a().poll_at().unwrap();
     assert_eq!(at - p.instant(), Duration::from_millis(1));
-}
-
-#[test]
-fn ipv4_round_trip() {
-    let mut r = repr_from(false);
-    r.seq_number = TcpSeqNumber(42);
-    r.ack_number = Some(TcpSeqNumber(7));
-    r.timestamp = Some(TcpTimestampRepr::new(1, 2));
-    r.payload = b"payload";
-    let mut bytes = Vec::new();
-    ipv4_segment_to_bytes(&tuple_a(), &r, 64, &mut bytes);
-    assert_eq!(bytes.len(), 20 + 32 + 7);
-    let (src, dst, back) = ipv4_segment_from_bytes(&bytes).unwrap();
-    assert_eq!((src, dst), (ADDR_A, ADDR_B));
-    assert_eq!(back, r);
-    // Corruption anywhere is caught by a checksum.
-    for i in 0..bytes.len() {
-        let mut bad = bytes.clone();
-        bad[i] ^= 0x10;
-        if let Some((_, _, t)) = ipv4_segment_from_bytes(&bad) {
-            // Only a flip in a field neither checksum covers may pass: none here but TTL,
-            // which the IPv4 checksum covers too.
-            panic!("byte {i} flipped still parsed: {t:?}");
-        }
-    }
-    // Truncation.
-    for n in 0..bytes.len() {
-        assert!(ipv4_segment_from_bytes(&bytes[..n]).is_none());
-    }
 }
 
 #[test]

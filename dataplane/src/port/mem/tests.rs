@@ -1,8 +1,9 @@
 //! Tests of the simulated wire.
 
 use super::*;
-use crate::tcp::{ipv4_segment_from_bytes, ipv4_segment_to_bytes, FourTuple};
+use crate::tcp::FourTuple;
 use smoltcp::wire::{TcpControl, TcpRepr, TcpSeqNumber, TcpTimestampRepr};
+use wire::tcp::{ipv4_segment_from_bytes, ipv4_segment_to_bytes};
 
 fn send(p: &mut MemPort, frame: &[u8]) -> bool {
     p.tx(frame.len(), &mut |b: &mut [u8]| b.copy_from_slice(frame))
@@ -527,7 +528,7 @@ fn offload_frame(payload: &[u8]) -> Vec<u8> {
     .emit(&mut EthernetFrame::new_unchecked(&mut f[..]));
     let caps = smoltcp::phy::ChecksumCapabilities::ignored();
     ip.emit(&mut Ipv4Packet::new_unchecked(&mut f[14..]), &caps);
-    crate::tcp::emit_segment_offload(src, dst, &tcp, &mut f[34..]);
+    wire::tcp::emit_segment_offload(src, dst, &tcp, &mut f[34..]);
     f
 }
 
@@ -547,7 +548,7 @@ fn checksum_offload_emulation_completes_and_checks_checksums() {
     // The wire filled in real checksums, as a NIC would.
     let ip = Ipv4Packet::new_checked(&f[14..]).unwrap();
     assert!(ip.verify_checksum());
-    assert!(crate::tcp::verify_tcp(
+    assert!(wire::tcp::verify_tcp(
         ip.src_addr(),
         ip.dst_addr(),
         &f[34..]
@@ -637,7 +638,7 @@ fn zero_copy_emulation_reads_the_payload_when_the_frame_is_received() {
         assert_eq!(&f[54..], &payload[..]);
         let ip = Ipv4Packet::new_checked(&f[14..]).unwrap();
         assert!(ip.verify_checksum());
-        assert!(crate::tcp::verify_tcp(
+        assert!(wire::tcp::verify_tcp(
             ip.src_addr(),
             ip.dst_addr(),
             &f[34..]
