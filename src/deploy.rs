@@ -17,10 +17,10 @@ use std::net::Ipv4Addr;
 use std::time::Duration;
 
 use appconfig::{Config, Driver, Mpa, MpaDialect, RtrType as CfgRtr};
-use control::startup::{Dialect, InitiatorConfig, ResponderConfig, RtrType, RtrTypes};
 use control::verbs::Device;
 use dataplane::lcore::Core;
-use dataplane::tcp;
+use proto::startup::{Dialect, InitiatorConfig, ResponderConfig, RtrType, RtrTypes};
+use proto::tcp;
 
 /// Why a deployment could not be opened or run.
 #[derive(Debug)]

@@ -59,10 +59,10 @@ mod dpdk {
 
     /// An MPA Request (Rev 2, enhanced, no bench hello) as hex.
     fn request_hex() -> String {
-        let f = control::startup::InitiatorConfig::default()
+        let f = proto::startup::InitiatorConfig::default()
             .request()
             .unwrap()
-            .to_bytes(control::startup::Dialect::Rfc6581)
+            .to_bytes(proto::startup::Dialect::Rfc6581)
             .unwrap();
         f.iter().map(|b| format!("{b:02x}")).collect()
     }

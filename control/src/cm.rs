@@ -34,13 +34,13 @@ use std::time::{Duration, Instant};
 
 use crossbeam::channel::{self, Receiver, Sender, TrySendError};
 use dataplane::limits::Limits;
-use dataplane::rdma::QpConfig;
 use dataplane::rings::{
     CloseReason, ConnId, CoreCmd, CoreEvent, QpPublish, QpRingState, QpRings, CONN_ID_ACTIVE,
 };
-use dataplane::tcp::FourTuple;
+use proto::rdma::QpConfig;
+use proto::tcp::FourTuple;
 
-use crate::startup::{
+use proto::startup::{
     AcceptParams, ApiError, CloseKind, Established, Event, Failure, Initiator, InitiatorConfig,
     IrdOrd, Output, Rejected, RequestReceived, Responder, ResponderConfig, IRD_ORD_NO_NEGOTIATION,
 };
@@ -80,8 +80,8 @@ impl ConnInfo {
     pub fn peer_private_data(&self) -> &[u8] {
         let e = &self.established;
         match e.role {
-            crate::startup::Role::Initiator => &e.reply.private_data,
-            crate::startup::Role::Responder => &e.request.private_data,
+            proto::startup::Role::Initiator => &e.reply.private_data,
+            proto::startup::Role::Responder => &e.request.private_data,
         }
     }
 }
@@ -232,8 +232,8 @@ enum Machine {
 impl Machine {
     fn finished(&self) -> bool {
         match self {
-            Machine::Initiator(m) => m.state() == crate::startup::InitiatorState::Finished,
-            Machine::Responder(m) => m.state() == crate::startup::ResponderState::Finished,
+            Machine::Initiator(m) => m.state() == proto::startup::InitiatorState::Finished,
+            Machine::Responder(m) => m.state() == proto::startup::ResponderState::Finished,
         }
     }
     fn poll_output(&mut self) -> Option<Output> {
@@ -339,7 +339,7 @@ fn qp_config(qp: &QpSpec, e: &Established) -> (QpConfig, u16, u16) {
         }) => (pick(local_ird, def_ird), pick(local_ord, def_ord)),
         None => (def_ird, def_ord),
     };
-    let m = |q: &crate::startup::QueueMsns| [q.send, q.read_request, q.terminate];
+    let m = |q: &proto::startup::QueueMsns| [q.send, q.read_request, q.terminate];
     (
         QpConfig {
             qpn: qp.rings.qpn,

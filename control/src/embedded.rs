@@ -12,7 +12,7 @@ use dataplane::limits::Limits;
 use dataplane::net::NetConfig;
 use dataplane::port::mem::{self, WireConfig, WireConfigError};
 use dataplane::port::Port;
-use dataplane::tcp;
+use proto::tcp;
 
 use crate::verbs::{self, Device};
 

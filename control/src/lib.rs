@@ -4,5 +4,4 @@
 
 pub mod cm;
 pub mod embedded;
-pub mod startup;
 pub mod verbs;

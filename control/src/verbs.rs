@@ -10,7 +10,7 @@
 //!
 //! ```no_run
 //! # use control::verbs::*;
-//! # use dataplane::rdma::Access;
+//! # use proto::rdma::Access;
 //! # fn demo(dev: &Device) -> Result<(), Box<dyn std::error::Error>> {
 //! let pd = dev.alloc_pd();
 //! let mr = pd.reg_mr(4096, Access::LOCAL_WRITE | Access::REMOTE_WRITE)?;
@@ -31,15 +31,15 @@ use crossbeam::channel::{self, Receiver, RecvTimeoutError, TryRecvError, TrySend
 use dataplane::lcore::{Core, CoreConfig};
 use dataplane::limits::Limits;
 use dataplane::port::Port;
-pub use dataplane::rdma::{
+pub use dataplane::rings::{ConnId, QpRingState};
+use dataplane::rings::{CqRing, QpRings};
+pub use proto::rdma::{
     Access, Completion, MemoryRegion, MrError, MrTable, RecvWr, SendOp, SendWr, Sge, WcOpcode,
     WcStatus,
 };
-pub use dataplane::rings::{ConnId, QpRingState};
-use dataplane::rings::{CqRing, QpRings};
 
 use crate::cm::{self, CmError, CmHandle, CmRequest, ConnInfo, ConnRequest, QpSpec};
-pub use crate::startup::{AcceptParams, InitiatorConfig, ResponderConfig};
+pub use proto::startup::{AcceptParams, InitiatorConfig, ResponderConfig};
 
 struct DeviceInner {
     mrs: Arc<MrTable>,

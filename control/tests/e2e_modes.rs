@@ -3,10 +3,10 @@
 
 mod e2e;
 
-use control::startup::{RtrType, RtrTypes};
 use control::verbs::*;
-use dataplane::rdma::Access;
 use e2e::*;
+use proto::rdma::Access;
+use proto::startup::{RtrType, RtrTypes};
 
 #[derive(Debug, Clone, Copy)]
 struct Mode {

@@ -41,7 +41,7 @@
 //! (NICs pad short frames).
 
 use crate::port::{Port, TxPayload, ZERO_COPY_MIN_PAYLOAD};
-use crate::tcp::FourTuple;
+use proto::tcp::FourTuple;
 use smoltcp::phy::ChecksumCapabilities;
 use smoltcp::time::{Duration, Instant};
 use smoltcp::wire::{
@@ -353,7 +353,7 @@ impl Net {
     }
 
     /// [`Net::send_tcp`] for a segment whose payload `record` holds (see
-    /// [`Connection::poll_transmit_records`](crate::tcp::Connection::poll_transmit_records)):
+    /// [`Connection::poll_transmit_records`](proto::tcp::Connection::poll_transmit_records)):
     /// on a port with [`Port::tx_zero_copy_capable`] the frame is queued as the headers
     /// followed by the payload referenced in the record, not copied, when the payload is
     /// at least [`ZERO_COPY_MIN_PAYLOAD`] octets and of even length. Otherwise, or with

@@ -28,8 +28,8 @@ use std::sync::{Arc, OnceLock};
 
 use crossbeam::queue::ArrayQueue;
 
-use crate::rdma::{Completion, QpConfig, RecvWr, SendWr};
-use crate::tcp::FourTuple;
+use proto::rdma::{Completion, QpConfig, RecvWr, SendWr};
+use proto::tcp::FourTuple;
 use wire::mpa::fpdu::FpduMode;
 use wire::rdmap::Terminate;
 

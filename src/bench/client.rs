@@ -16,7 +16,7 @@ use control::verbs::{
 use dataplane::lcore::Core;
 use hdrhistogram::Histogram;
 
-use super::proto::{self, Hello, RemoteBuffer, ServerResult, CREDIT_LEN, RESULT_LEN};
+use super::session::{self, Hello, RemoteBuffer, ServerResult, CREDIT_LEN, RESULT_LEN};
 use super::verify;
 use super::{check_options, BenchError, BenchOptions, ClientOutcome, Length, Test, STALL};
 use crate::driver::Endpoint;
@@ -92,7 +92,7 @@ impl Client {
             .map_err(|e| BenchError::Thread(format!("reading a control receive: {e}")))?;
         let ctl = match len {
             0 => Ctl::Ready,
-            CREDIT_LEN => Ctl::Credit(proto::decode_count(b).unwrap_or(0)),
+            CREDIT_LEN => Ctl::Credit(session::decode_count(b).unwrap_or(0)),
             RESULT_LEN => Ctl::Result(ServerResult::decode(b).ok_or_else(|| {
                 BenchError::Protocol("the server's result message is malformed".into())
             })?),
@@ -251,7 +251,7 @@ fn main(
     let asked_ord = mpa.ord;
     let p = dev.connect(&c.ep.qp, server, mpa);
     let info = c.ep.wait(&p, "connecting")?;
-    let remote = proto::decode_buffer(info.peer_private_data())
+    let remote = session::decode_buffer(info.peer_private_data())
         .map_err(|e| BenchError::Protocol(e.to_string()))?;
     if !info.established.peer_to_peer {
         // Client-server model: the Initiator speaks first (RFC 5044 7.1.2 rule 4). A
@@ -263,7 +263,7 @@ fn main(
         c.credits = o.tx_depth as u64;
     }
     let ord = usize::from(info.ord).max(1).min(read_depth(o, asked_ord));
-    let done_mr = reg(&c.ep, proto::DONE_LEN, Access::LOCAL_WRITE)?;
+    let done_mr = reg(&c.ep, session::DONE_LEN, Access::LOCAL_WRITE)?;
     let mut samples = Vec::new();
     let mut hist = None;
     let mut expected = 0u64;
@@ -292,8 +292,8 @@ fn main(
         let done = if o.test.is_send() {
             empty()
         } else {
-            let _ = done_mr.write(0, &proto::encode_count(messages));
-            done_mr.sge(0, proto::DONE_LEN as u32)
+            let _ = done_mr.write(0, &session::encode_count(messages));
+            done_mr.sge(0, session::DONE_LEN as u32)
         };
         c.control_send(done, "finishing a size")?;
     }

@@ -11,7 +11,7 @@
 //! * [`client`]: one run's client side, a small function per test.
 //! * [`server`]: the server: listeners, each hello checked and its memory budgeted,
 //!   sessions as state machines stepped one after the other.
-//! * [`proto`]: the hello, the server's buffer, the result and the control Sends.
+//! * [`session`]: the hello, the server's buffer, the result and the control Sends.
 //! * [`verify`]: what `--verify` checks.
 //!
 //! What each test does (the server is passive unless said otherwise):
@@ -45,20 +45,20 @@ use std::time::Duration;
 
 use control::cm::CmError;
 use control::embedded::{self, BENCH_PORT};
-use control::startup::{RtrType, RtrTypes};
 use control::verbs::{Completion, Device, InitiatorConfig, ResponderConfig};
 use dataplane::lcore::{AlignmentStats, Core};
 use dataplane::port::mem::WireConfig;
 use hdrhistogram::Histogram;
+use proto::startup::{RtrType, RtrTypes};
 
 pub mod client;
-pub mod proto;
 pub mod server;
+pub mod session;
 pub mod verify;
 
 pub use crate::driver::describe_completion;
 use crate::driver::DriverError;
-pub use proto::{Hello, RemoteBuffer, ServerResult};
+pub use session::{Hello, RemoteBuffer, ServerResult};
 pub use verify::pattern_byte;
 
 use crate::report::{Report, ReportParams, Sample, Verification};
@@ -384,10 +384,10 @@ pub fn check_options(o: &BenchOptions) -> Result<(), BenchError> {
             "message size {s} above the largest, {MAX_SIZE}"
         )));
     }
-    if o.sizes.len() > proto::MAX_SIZES {
+    if o.sizes.len() > session::MAX_SIZES {
         return Err(BenchError::Options(format!(
             "at most {} message sizes per run",
-            proto::MAX_SIZES
+            session::MAX_SIZES
         )));
     }
     if o.tx_depth == 0 || o.tx_depth > 65536 {

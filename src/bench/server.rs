@@ -21,7 +21,7 @@ use control::verbs::{
 use dataplane::lcore::Core;
 use dataplane::rings::ConnId;
 
-use super::proto::{self, Hello, RemoteBuffer, ServerResult, RESULT_LEN};
+use super::session::{self, Hello, RemoteBuffer, ServerResult, RESULT_LEN};
 use super::verify;
 use super::{BenchError, Length, Test, STALL};
 use crate::driver::Endpoint;
@@ -269,7 +269,7 @@ impl Server {
         }
         self.last_rejections.push_back((peer, why.clone()));
         let mut pd = why.into_bytes();
-        pd.truncate(proto::MAX_REJECT_REASON);
+        pd.truncate(session::MAX_REJECT_REASON);
         self.listeners[li].reject(req, pd);
     }
 
@@ -501,7 +501,7 @@ impl Session {
             return Err((req, e.to_string()));
         }
         let params = AcceptParams {
-            private_data: proto::encode_buffer(RemoteBuffer {
+            private_data: session::encode_buffer(RemoteBuffer {
                 stag: s.data.key(),
                 to: s.data.base_to(),
             }),
@@ -572,7 +572,7 @@ impl Session {
         let off = (self.grants_sent % GRANT_SLOTS) * 8;
         self.grants_sent += 1;
         self.grants
-            .write(off as usize, &proto::encode_count(self.ungranted))
+            .write(off as usize, &session::encode_count(self.ungranted))
             .map_err(|e| BenchError::Thread(e.to_string()))?;
         self.ungranted = 0;
         let local = self.grants.sge(off, 8);
@@ -768,8 +768,8 @@ impl Session {
         })?;
         match len {
             0 if self.first_pending => self.first_pending = false,
-            proto::DONE_LEN if self.done.is_none() => {
-                let n = proto::decode_count(b).unwrap_or(0);
+            session::DONE_LEN if self.done.is_none() => {
+                let n = session::decode_count(b).unwrap_or(0);
                 if let (Length::Iterations(want), false) =
                     (self.hello.length, self.hello.test.is_latency())
                 {

@@ -9,10 +9,10 @@ use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex};
 use std::time::Instant as StdInstant;
 
-use control::startup::{Established, Event, Initiator, InitiatorConfig, Output};
 use dataplane::net::{Net, NetConfig, Rx};
 use dataplane::port::{Port, PortStats};
-use dataplane::tcp::{self, Connection, FourTuple, IsnGenerator, State};
+use proto::startup::{Established, Event, Initiator, InitiatorConfig, Output};
+use proto::tcp::{self, Connection, FourTuple, IsnGenerator, State};
 use smoltcp::time::Instant;
 use smoltcp::wire::{EthernetAddress, EthernetFrame, Ipv4Address, TcpControl, TcpSeqNumber};
 use wire::mpa::deframe::Deframer;

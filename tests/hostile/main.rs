@@ -25,15 +25,15 @@ use std::time::{Duration, Instant};
 
 use attacker::{Attacker, Mpa, Tap, TapPort, ATTACKER};
 use control::embedded::{ADDR_A, ADDR_B, BENCH_PORT};
-use control::startup::InitiatorConfig;
 use control::verbs::{Device, ResponderConfig};
 use dataplane::lcore::{Core, CoreGauges, CoreStats};
 use dataplane::limits::Limits;
 use dataplane::port::mem::{self, WireConfig};
 use dataplane::port::Port;
-use iwarp::bench::proto::{self, Hello, RemoteBuffer};
 use iwarp::bench::server::{Budget, Server};
+use iwarp::bench::session::{self, Hello, RemoteBuffer};
 use iwarp::bench::{BenchOptions, Length, Test};
+use proto::startup::InitiatorConfig;
 use wire::rdmap;
 
 /// What the server thread shows of itself.
@@ -322,7 +322,7 @@ impl Lab {
 
     /// Opens `n` connections, a few hundred at a time (as fast as the wire takes them),
     /// and waits until all are established.
-    fn open(&mut self, n: usize) -> Vec<dataplane::tcp::FourTuple> {
+    fn open(&mut self, n: usize) -> Vec<proto::tcp::FourTuple> {
         let mut ts = Vec::with_capacity(n);
         while ts.len() < n {
             let batch = (n - ts.len()).min(200);
@@ -340,12 +340,12 @@ impl Lab {
     /// Opens a connection and takes it to Full Operation as an MPA Initiator with
     /// `hello`, and sends the first message; returns it and the server's buffer from the
     /// Reply.
-    fn session(&mut self, hello: &Hello) -> (dataplane::tcp::FourTuple, RemoteBuffer) {
+    fn session(&mut self, hello: &Hello) -> (proto::tcp::FourTuple, RemoteBuffer) {
         let t = try_session(self, hello, true).unwrap_or_else(|why| panic!("startup: {why}"));
         let Mpa::Fpdu { established, .. } = &self.attacker.peers[&t].mpa else {
             unreachable!()
         };
-        let buf = proto::decode_buffer(&established.reply.private_data).expect("bench reply");
+        let buf = session::decode_buffer(&established.reply.private_data).expect("bench reply");
         (t, buf)
     }
 }
@@ -371,7 +371,7 @@ fn write_ulpdu(stag: u32, to: u64, len: usize) -> Vec<u8> {
 }
 
 /// The single Terminate a connection got, with its layer/type/code.
-fn term_of(l: &Lab, t: &dataplane::tcp::FourTuple) -> (u8, u8, u8) {
+fn term_of(l: &Lab, t: &proto::tcp::FourTuple) -> (u8, u8, u8) {
     let p = &l.attacker.peers[t];
     assert_eq!(p.terms.len(), 1, "Terminates: {:?}", p.terms);
     p.terms[0].error.triple()
@@ -441,7 +441,7 @@ fn ten_thousand_stalled_connections_are_reaped() {
         };
         cfg.request()
             .unwrap()
-            .to_bytes(control::startup::Dialect::Rfc6581)
+            .to_bytes(proto::startup::Dialect::Rfc6581)
             .unwrap()
     };
     for (i, t) in ts.iter().enumerate() {
@@ -471,7 +471,7 @@ fn ten_thousand_stalled_connections_are_reaped() {
         l.attacker.peers.values().all(|p| p.reset
             || matches!(
                 p.tcp.state(),
-                dataplane::tcp::State::Closed | dataplane::tcp::State::TimeWait
+                proto::tcp::State::Closed | proto::tcp::State::TimeWait
             )),
         "a stalled connection survived"
     );
@@ -491,7 +491,7 @@ fn request_sent_one_octet_per_second_times_out() {
     let request = InitiatorConfig::default()
         .request()
         .unwrap()
-        .to_bytes(control::startup::Dialect::Rfc6581)
+        .to_bytes(proto::startup::Dialect::Rfc6581)
         .unwrap();
     let start = Instant::now();
     let mut sent = 0;
@@ -499,7 +499,7 @@ fn request_sent_one_octet_per_second_times_out() {
     while !l.attacker.peers[&t].reset
         && !l.attacker.peers[&t]
             .events
-            .contains(&dataplane::tcp::Event::PeerClosed)
+            .contains(&proto::tcp::Event::PeerClosed)
     {
         if Instant::now() >= next && sent < request.len() {
             l.attacker.send_raw(t, request[sent..sent + 1].to_vec());
@@ -602,7 +602,7 @@ fn peer_that_never_acknowledges_our_fin_is_reset_at_the_linger_time() {
     let request = InitiatorConfig::default()
         .request()
         .unwrap()
-        .to_bytes(control::startup::Dialect::Rfc6581)
+        .to_bytes(proto::startup::Dialect::Rfc6581)
         .unwrap();
     l.attacker.send_raw(t, request);
     l.until("the reject", Duration::from_secs(5), |l| {
@@ -686,7 +686,7 @@ fn writes_to_unknown_stags_beyond_bounds_and_without_rights_get_terminates() {
         });
         l.until("the reset or close", Duration::from_secs(5), |l| {
             let p = &l.attacker.peers[&t];
-            p.reset || p.events.contains(&dataplane::tcp::Event::PeerClosed)
+            p.reset || p.events.contains(&proto::tcp::Event::PeerClosed)
         });
         seen.push(term_of(&l, &t));
     }
@@ -718,7 +718,7 @@ fn bench_hello_for_1_gib_at_depth_65536_is_rejected_with_the_reason() {
     };
     let t = l.attacker.connect(Lab::server_addr());
     l.until("TCP", Duration::from_secs(5), |l| {
-        l.attacker.peers[&t].tcp.state() == dataplane::tcp::State::Established
+        l.attacker.peers[&t].tcp.state() == proto::tcp::State::Established
     });
     l.attacker.start_mpa(
         t,
@@ -838,10 +838,10 @@ fn hello_of(mib: usize) -> Hello {
 
 /// Starts an attacker session with `h` and returns how its startup ended: `Ok` in Full
 /// Operation, or the Reject's reason.
-fn try_session(l: &mut Lab, h: &Hello, first: bool) -> Result<dataplane::tcp::FourTuple, String> {
+fn try_session(l: &mut Lab, h: &Hello, first: bool) -> Result<proto::tcp::FourTuple, String> {
     let t = l.attacker.connect(Lab::server_addr());
     l.until("TCP", Duration::from_secs(5), |l| {
-        l.attacker.peers[&t].tcp.state() == dataplane::tcp::State::Established
+        l.attacker.peers[&t].tcp.state() == proto::tcp::State::Established
     });
     l.attacker.start_mpa(
         t,

@@ -8,8 +8,8 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use dataplane::port::{ChecksumOffload, Port, PortStats, RxChecksum, TxPayload};
-use dataplane::tcp::SharedRecord;
 use dpdk_sys::{rte_mbuf, rte_mempool};
+use proto::tcp::SharedRecord;
 use smoltcp::wire::EthernetAddress;
 
 use crate::config::{PortConfig, MEMPOOL_CACHE, RX_BURST, TX_PENDING};

@@ -209,7 +209,7 @@ fn transfer_zero_copy(tx: &mut DpdkPort, rx: &mut DpdkPort, count: u32) -> u64 {
     );
     let before = tx.stats();
     // Records of several FPDU-like payloads each; a frame carries one, from its middle.
-    let records: Vec<dataplane::tcp::SharedRecord> = (0..8u32)
+    let records: Vec<proto::tcp::SharedRecord> = (0..8u32)
         .map(|r| {
             std::sync::Arc::new(
                 (0..3 * max_payload as u32)
@@ -341,7 +341,7 @@ fn run_pair(eal: &Eal, devs: [&str; 2], mtu: usize, count: u32) -> Result<(), Dp
     assert!(sb2.rx_octets - sb.rx_octets >= zc_octets);
     assert_eq!(sb2.rx_dropped, 0);
     // Refused without calling fill: odd payload, a header too short for TCP/IPv4.
-    let rec: dataplane::tcp::SharedRecord = std::sync::Arc::new(vec![0; 1000]);
+    let rec: proto::tcp::SharedRecord = std::sync::Arc::new(vec![0; 1000]);
     let p = |len| dataplane::port::TxPayload {
         record: &rec,
         offset: 0,

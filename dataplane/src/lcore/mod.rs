@@ -41,11 +41,11 @@ use smoltcp::wire::Ipv4Address;
 use crate::limits::Limits;
 use crate::net::{Net, NetConfig, Rx};
 use crate::port::{Port, PortStats, RxChecksum};
-use crate::rdma::{MrTable, Qp, QpState, RecvWr, SendWr, WcOpcode};
 use crate::rings::{
     CloseReason, ConnId, CoreCmd, CoreEvent, Doorbells, QpPublish, QpRingState, QpRings,
 };
-use crate::tcp::{
+use proto::rdma::{MrTable, Qp, QpState, RecvWr, SendWr, WcOpcode};
+use proto::tcp::{
     self, Accepted, Connection, FourTuple, IsnGenerator, Listener, SynPolicy, TimeWait,
     TimeWaitAction,
 };

@@ -9,7 +9,7 @@
 use std::collections::HashMap;
 
 use crate::rings::ConnId;
-use crate::tcp::FourTuple;
+use proto::tcp::FourTuple;
 
 type Map<K, V> = HashMap<K, V, foldhash::fast::RandomState>;
 

@@ -608,7 +608,7 @@ fn zero_copy_frames_are_the_same_segments_with_or_without_checksum_offload() {
             .with_checksum_offload(offload);
         let mut p = resolved_with(wire);
         // A record holding two "FPDUs"; the segment carries the second.
-        let record: crate::tcp::SharedRecord =
+        let record: proto::tcp::SharedRecord =
             std::sync::Arc::new((0..1700u32).map(|i| (i * 7) as u8).collect());
         let (offset, len) = (400, 1300);
         let repr = tcp_repr(&record[offset..offset + len]);
@@ -656,7 +656,7 @@ fn zero_copy_frames_are_the_same_segments_with_or_without_checksum_offload() {
 #[test]
 fn small_or_odd_payloads_and_missing_records_are_copied() {
     let mut p = resolved_with(WireConfig::default().with_zero_copy(true));
-    let record: crate::tcp::SharedRecord = std::sync::Arc::new(vec![3; 2000]);
+    let record: proto::tcp::SharedRecord = std::sync::Arc::new(vec![3; 2000]);
     for (offset, len, with_record) in [
         (0, ZERO_COPY_MIN_PAYLOAD - 2, true), // too small to be worth a second buffer
         (0, 1001, true),                      // odd: a device may sum buffers word-wise
@@ -680,7 +680,7 @@ fn small_or_odd_payloads_and_missing_records_are_copied() {
     }
     assert_eq!(p.pa.stats().tx_zero_copy, 0);
     // A payload that is not the segment's is never sent in its place.
-    let other: crate::tcp::SharedRecord = std::sync::Arc::new(vec![9; 2000]);
+    let other: proto::tcp::SharedRecord = std::sync::Arc::new(vec![9; 2000]);
     let repr = tcp_repr(&record[..1000]);
     let wrong = crate::port::TxPayload {
         record: &other,

@@ -35,9 +35,9 @@
 //! [`WireStats::overflow`].
 
 use super::{ChecksumOffload, Port, PortStats, RxChecksum, TxPayload};
-use crate::tcp::SharedRecord;
 use crossbeam::queue::ArrayQueue;
 use crossbeam::utils::CachePadded;
+use proto::tcp::SharedRecord;
 use smoltcp::wire::{EthernetAddress, IpAddress, Ipv4Address, Ipv4Packet, TcpPacket};
 use std::collections::BinaryHeap;
 use std::fmt;

@@ -1,7 +1,7 @@
 //! Tests of the simulated wire.
 
 use super::*;
-use crate::tcp::FourTuple;
+use proto::tcp::FourTuple;
 use smoltcp::wire::{TcpControl, TcpRepr, TcpSeqNumber, TcpTimestampRepr};
 use wire::tcp::{ipv4_segment_from_bytes, ipv4_segment_to_bytes};
 

@@ -116,7 +116,7 @@ mod tests;
 pub use conn::Connection;
 pub use isn::IsnGenerator;
 pub use rtt::RttEstimator;
-pub use send::SharedRecord;
+pub use send::{SharedRecord, TxPayload};
 pub use time_wait::{TimeWait, TimeWaitAction};
 pub(crate) use wire::tcp::bare_repr;
 pub use wire::tcp::FourTuple;

@@ -6,7 +6,7 @@ mod common;
 use std::time::{Duration, Instant};
 
 use common::*;
-use control::startup::{
+use proto::startup::{
     local_catastrophic_terminate, AcceptParams, ApiError, CloseKind, EnhancedData, Established,
     FpduMode, Initiator, InitiatorConfig, MpaErrorCode, Output, Responder, ResponderConfig,
     RtrType, RtrTypes, StartupError, StartupFrameError, Waiting, IRD_ORD_NO_NEGOTIATION,
@@ -850,7 +850,7 @@ fn first_fpdu_delay_holds_the_rtr_until_it_has_passed_since_the_reply() {
     let delay = Duration::from_millis(100);
     let (mut i, t1) = delayed_after_reply(true, delay);
     assert!(drain_i(&mut i).is_empty(), "nothing before the delay");
-    assert_eq!(i.state(), control::startup::InitiatorState::Delaying);
+    assert_eq!(i.state(), proto::startup::InitiatorState::Delaying);
     assert_eq!(i.poll_timeout(), Some(t1 + delay));
     // Octets arriving meanwhile are FPDU-mode octets, handed over with the connection.
     i.on_data(b"xy", t1 + Duration::from_millis(1));

@@ -3,7 +3,7 @@
 
 use std::time::{Duration, Instant};
 
-use control::startup::{
+use proto::startup::{
     AcceptParams, Established, Event, Failure, FpduMode, Initiator, InitiatorConfig, Output,
     Rejected, RequestReceived, Responder, ResponderConfig,
 };
@@ -175,7 +175,7 @@ pub fn run_pair(
             progress = true;
             for piece in split(&std::mem::take(&mut to_r)) {
                 // Once the machine is finished, octets belong to the dataplane.
-                if r.state() == control::startup::ResponderState::Finished {
+                if r.state() == proto::startup::ResponderState::Finished {
                     run.r_dataplane_rx.extend_from_slice(&piece);
                 } else {
                     r.on_data(&piece, now);
@@ -199,7 +199,7 @@ pub fn run_pair(
         if !to_i.is_empty() {
             progress = true;
             for piece in split(&std::mem::take(&mut to_i)) {
-                if i.state() == control::startup::InitiatorState::Finished {
+                if i.state() == proto::startup::InitiatorState::Finished {
                     run.i_dataplane_rx.extend_from_slice(&piece);
                 } else {
                     i.on_data(&piece, now);

@@ -492,6 +492,41 @@ impl SendQueue {
     }
 }
 
+/// The payload of a segment as it lies in a send-queue record: `record[offset..offset +
+/// len]`. A port that transmits it without copying keeps a clone of `record` until its
+/// device has read the octets.
+#[derive(Debug, Clone, Copy)]
+pub struct TxPayload<'a> {
+    /// The record (immutable while shared).
+    pub record: &'a SharedRecord,
+    /// Where the payload starts in it.
+    pub offset: usize,
+    /// Payload octets.
+    pub len: usize,
+}
+
+impl<'a> TxPayload<'a> {
+    /// The payload octets (empty if the range lies outside the record).
+    pub fn bytes(&self) -> &'a [u8] {
+        let end = self.offset.saturating_add(self.len);
+        self.record.get(self.offset..end).unwrap_or(&[])
+    }
+
+    /// Whether a frame of `header_len` header octets and this payload keeps the rules of
+    /// `Port::tx_zero_copy` (the `dataplane` crate's port): headers of at least Ethernet, IPv4 and TCP (54 octets),
+    /// a non-empty payload inside its record, both of even length, the whole at most
+    /// `max_frame` octets.
+    pub fn fits(&self, header_len: usize, max_frame: usize) -> bool {
+        const MIN_HEADERS: usize = 14 + 20 + 20;
+        header_len >= MIN_HEADERS
+            && header_len % 2 == 0
+            && self.len > 0
+            && self.len % 2 == 0
+            && self.bytes().len() == self.len
+            && header_len.saturating_add(self.len) <= max_frame
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

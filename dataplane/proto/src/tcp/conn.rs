@@ -11,8 +11,8 @@ use super::recv::RecvBuffer;
 use super::rtt::RttEstimator;
 use super::send::{HoleRule, Payload, SendQueue};
 use super::seq::{off_of, seq_at, seq_diff, ts_lt};
+use super::TxPayload;
 use super::{Config, Event, FourTuple, SendError, State, Stats};
-use crate::port::TxPayload;
 
 /// IPv4 header (20) plus TCP header without options (20).
 const IP_TCP_HEADERS: usize = 40;
@@ -1453,7 +1453,7 @@ impl Connection {
     /// Like [`Connection::poll_transmit_burst`], and with `share` also says where each
     /// payload lives: `Some(p)` when one queued record holds all of `repr.payload` (the
     /// usual case, one FPDU per segment), so that a port may transmit it from `p.record`
-    /// without copying ([`Port::tx_zero_copy`](crate::port::Port::tx_zero_copy)), keeping
+    /// without copying (`Port::tx_zero_copy` of the `dataplane` crate), keeping
     /// a clone of it until its device has read it. `None` for segments without payload,
     /// payloads gathered from several records, and always without `share` (records are
     /// then never moved into shared buffers, which costs a little per record).

@@ -6,11 +6,11 @@ mod common;
 use std::time::{Duration, Instant};
 
 use common::*;
-use control::startup::{
+use proptest::prelude::*;
+use proto::startup::{
     AcceptParams, CloseKind, Initiator, InitiatorConfig, Output, Responder, ResponderConfig,
     RtrType, RtrTypes, IRD_ORD_NO_NEGOTIATION,
 };
-use proptest::prelude::*;
 use wire::mpa::startup::{Dialect, RTR_KEY_AS_PRINTED};
 
 const NN: u16 = IRD_ORD_NO_NEGOTIATION;
@@ -298,7 +298,7 @@ fn rtr_frame_2007_bad_rtr_frame_closes() {
     r.accept(AcceptParams::default(), t).unwrap();
     drain_r(&mut r);
     r.on_data(
-        &fpdu(control::startup::FpduMode::CRC_ONLY, &send_ulpdu(1, b"x")),
+        &fpdu(proto::startup::FpduMode::CRC_ONLY, &send_ulpdu(1, b"x")),
         t,
     );
     let outs = drain_r(&mut r);
@@ -448,7 +448,7 @@ proptest! {
             let mut outs = Vec::new();
             let mut after = Vec::new();
             for p in pieces {
-                if i.state() == control::startup::InitiatorState::Finished {
+                if i.state() == proto::startup::InitiatorState::Finished {
                     after.extend_from_slice(p);
                 } else {
                     i.on_data(p, t);
@@ -496,7 +496,7 @@ fn draft2010_initiator_sends_term_2_0_7_when_no_offered_type_is_accepted() {
         Instant::now(),
     );
     let outs = drain_i(&mut i);
-    let u = ulpdus(control::startup::FpduMode::default(), &sent(&outs));
+    let u = ulpdus(proto::startup::FpduMode::default(), &sent(&outs));
     let seg = wire::rdmap::parse_segment(&u[0]).unwrap();
     assert!(matches!(
         seg.body,

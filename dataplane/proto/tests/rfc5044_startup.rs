@@ -6,7 +6,7 @@ mod common;
 use std::time::{Duration, Instant};
 
 use common::*;
-use control::startup::{
+use proto::startup::{
     AcceptParams, CloseKind, Event, FpduMode, Initiator, InitiatorConfig, InitiatorState,
     MpaErrorCode, Output, Responder, ResponderConfig, ResponderState, Role, StartupError,
     StartupFrameError, Waiting,
