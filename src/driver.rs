@@ -10,11 +10,10 @@
 use std::fmt;
 use std::time::{Duration, Instant};
 
-use control::cm::CmError;
 use control::verbs::{
-    Completion, Cq, Device, Pd, PostError, QpInit, QueuePair, RecvWr, SendWr, WcStatus,
+    CmError, Completion, ConnId, Core, Cq, Device, Pd, PostError, QpInit, QueuePair, RecvWr,
+    SendWr, WcStatus,
 };
-use dataplane::lcore::Core;
 
 /// Longest any wait goes without progress, by default.
 pub const DEFAULT_STALL: Duration = Duration::from_secs(10);
@@ -64,7 +63,7 @@ impl std::error::Error for DriverError {}
 /// Closes `conn` and polls `core` until it is gone: both FINs acknowledged (or reset at
 /// the device's linger time). A process that ends its connections this way before it
 /// exits leaves no peer retransmitting a FIN.
-pub fn close(dev: &Device, core: &mut Core, conn: dataplane::rings::ConnId) {
+pub fn close(dev: &Device, core: &mut Core, conn: ConnId) {
     let p = dev.disconnect(conn);
     let _ = p.poll_with(core, dev.limits().linger + Duration::from_secs(1));
 }
@@ -217,7 +216,7 @@ impl Endpoint {
     /// Closes the connection and waits until it is gone (both FINs acknowledged, or reset
     /// at the device's linger time), so that a process exiting next leaves no peer
     /// retransmitting its FIN.
-    pub fn disconnect(&mut self, dev: &Device, conn: dataplane::rings::ConnId) {
+    pub fn disconnect(&mut self, dev: &Device, conn: ConnId) {
         let p = dev.disconnect(conn);
         let end = Instant::now() + dev.limits().linger + Duration::from_secs(1);
         loop {

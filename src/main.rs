@@ -159,7 +159,7 @@ enum RtrName {
     Send,
 }
 
-impl From<RtrName> for proto::startup::RtrType {
+impl From<RtrName> for control::verbs::RtrType {
     fn from(r: RtrName) -> Self {
         match r {
             RtrName::Write => Self::Write,
@@ -171,11 +171,11 @@ impl From<RtrName> for proto::startup::RtrType {
 
 /// The command line's MPA flags on top of a deployment file's Initiator policy.
 fn apply_mpa_flags(
-    init: &mut proto::startup::InitiatorConfig,
+    init: &mut control::verbs::InitiatorConfig,
     markers: bool,
     no_crc: bool,
     rev1: bool,
-    rtr: Option<proto::startup::RtrType>,
+    rtr: Option<control::verbs::RtrType>,
 ) {
     if markers {
         init.markers = true;
@@ -189,7 +189,7 @@ fn apply_mpa_flags(
     }
     if let Some(t) = rtr {
         init.peer_to_peer = true;
-        init.rtr_types = proto::startup::RtrTypes::NONE.with(t);
+        init.rtr_types = control::verbs::RtrTypes::NONE.with(t);
         init.rtr_preference = [t, t, t];
     }
 }
@@ -628,7 +628,7 @@ fn run_serve(a: ServeArgs) -> Result<bool, String> {
         .map_err(|e| format!("{}: {e}", a.config.display()))?;
     let pname = cfg.ports[port].name.clone();
     let paddr = cfg.ports[port].ipv4.addr;
-    let listeners: Vec<(u16, proto::startup::ResponderConfig)> = cfg
+    let listeners: Vec<(u16, control::verbs::ResponderConfig)> = cfg
         .listeners
         .iter()
         .filter(|l| {
@@ -862,7 +862,7 @@ fn run_rping(a: RpingArgs) -> Result<bool, String> {
     o.initiator.enhanced = !a.rev1;
     if let Some(r) = a.p2p {
         o.initiator.peer_to_peer = true;
-        o.initiator.rtr_types = proto::startup::RtrTypes::NONE.with(r.into());
+        o.initiator.rtr_types = control::verbs::RtrTypes::NONE.with(r.into());
     }
     rping::validate_options(&o).map_err(|e| e.to_string())?;
     if let Some(path) = &a.config {

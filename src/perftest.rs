@@ -44,13 +44,11 @@ use std::fmt;
 use std::net::SocketAddrV4;
 use std::time::{Duration, Instant};
 
-use control::cm::{CmError, ConnInfo, ConnRequest};
 use control::verbs::{
-    AcceptParams, Access, Completion, Cq, Device, InitiatorConfig, Listener, Mr, Pd, PostError,
-    QpInit, QueuePair, RecvWr, ResponderConfig, SendOp, SendWr, WcStatus,
+    AcceptParams, Access, CmError, Completion, ConnInfo, ConnRequest, Core, Cq, Device,
+    InitiatorConfig, Listener, Mr, Pd, PostError, QpInit, QpRingState, QueuePair, RecvWr,
+    ResponderConfig, SendOp, SendWr, WcStatus,
 };
-use dataplane::lcore::Core;
-use dataplane::rings::QpRingState;
 
 use crate::bench::Test;
 use crate::report::{BwMeter, BwSample, Report, ReportParams, Sample};
@@ -1247,8 +1245,7 @@ mod tests {
     /// both sides count the same messages, for each test.
     #[test]
     fn both_roles_over_the_embedded_link() {
-        use control::embedded;
-        use dataplane::port::mem::WireConfig;
+        use control::embedded::{self, WireConfig};
         for test in [Test::WriteBw, Test::ReadBw, Test::SendBw] {
             let embedded::Pair {
                 a,

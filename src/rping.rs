@@ -33,15 +33,11 @@ use std::net::SocketAddrV4;
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
-use control::cm::CmError;
-use control::embedded;
+use control::embedded::{self, WireConfig};
 use control::verbs::{
-    AcceptParams, Access, Completion, Cq, Device, InitiatorConfig, Mr, Pd, PostError, QpInit,
-    QueuePair, RecvWr, ResponderConfig, SendOp, SendWr, WcStatus,
+    AcceptParams, Access, CmError, Completion, Core, Cq, Device, InitiatorConfig, Mr, Pd,
+    PostError, QpInit, QpRingState, QueuePair, RecvWr, ResponderConfig, SendOp, SendWr, WcStatus,
 };
-use dataplane::lcore::Core;
-use dataplane::port::mem::WireConfig;
-use dataplane::rings::QpRingState;
 
 /// rping's TCP port.
 pub const DEFAULT_PORT: u16 = 7174;

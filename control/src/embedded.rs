@@ -10,7 +10,8 @@ use std::net::{Ipv4Addr, SocketAddrV4};
 use dataplane::lcore::{Core, CoreConfig};
 use dataplane::limits::Limits;
 use dataplane::net::NetConfig;
-use dataplane::port::mem::{self, WireConfig, WireConfigError};
+use dataplane::port::mem;
+pub use dataplane::port::mem::{WireConfig, WireConfigError};
 use dataplane::port::Port;
 use proto::tcp;
 

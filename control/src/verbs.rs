@@ -28,8 +28,8 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use crossbeam::channel::{self, Receiver, RecvTimeoutError, TryRecvError, TrySendError};
-use dataplane::lcore::{Core, CoreConfig};
-use dataplane::limits::Limits;
+pub use dataplane::lcore::{AlignmentStats, Core, CoreConfig};
+pub use dataplane::limits::Limits;
 use dataplane::port::Port;
 pub use dataplane::rings::{ConnId, QpRingState};
 use dataplane::rings::{CqRing, QpRings};
@@ -38,8 +38,9 @@ pub use proto::rdma::{
     WcStatus,
 };
 
-use crate::cm::{self, CmError, CmHandle, CmRequest, ConnInfo, ConnRequest, QpSpec};
-pub use proto::startup::{AcceptParams, InitiatorConfig, ResponderConfig};
+use crate::cm::{self, CmHandle, CmRequest, QpSpec};
+pub use crate::cm::{CmError, ConnInfo, ConnRequest};
+pub use proto::startup::{AcceptParams, InitiatorConfig, ResponderConfig, RtrType, RtrTypes};
 
 struct DeviceInner {
     mrs: Arc<MrTable>,

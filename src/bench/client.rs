@@ -11,9 +11,9 @@ use std::net::SocketAddrV4;
 use std::time::{Duration, Instant};
 
 use control::verbs::{
-    Access, Completion, Device, InitiatorConfig, Mr, RecvWr, SendOp, SendWr, Sge, WcOpcode,
+    Access, Completion, ConnId, Core, Device, InitiatorConfig, Mr, RecvWr, SendOp, SendWr, Sge,
+    WcOpcode,
 };
-use dataplane::lcore::Core;
 use hdrhistogram::Histogram;
 
 use super::session::{self, Hello, RemoteBuffer, ServerResult, CREDIT_LEN, RESULT_LEN};
@@ -217,7 +217,7 @@ fn main(
     o: &BenchOptions,
     server: SocketAddrV4,
     mut mpa: InitiatorConfig,
-) -> Result<(ClientOutcome, dataplane::rings::ConnId), BenchError> {
+) -> Result<(ClientOutcome, ConnId), BenchError> {
     let max = o.sizes.iter().copied().max().unwrap_or(1).max(1);
     // The latency tests' sink (write-lat: the server's answers land here, so the server
     // learns it from the hello; send-lat: the pongs' receive buffer).

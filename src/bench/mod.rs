@@ -43,13 +43,12 @@ use std::fmt;
 use std::net::SocketAddrV4;
 use std::time::Duration;
 
-use control::cm::CmError;
-use control::embedded::{self, BENCH_PORT};
-use control::verbs::{Completion, Device, InitiatorConfig, ResponderConfig};
-use dataplane::lcore::{AlignmentStats, Core};
-use dataplane::port::mem::WireConfig;
+use control::embedded::{self, WireConfig, BENCH_PORT};
+use control::verbs::{
+    AlignmentStats, CmError, Completion, Core, Device, InitiatorConfig, ResponderConfig, RtrType,
+    RtrTypes,
+};
 use hdrhistogram::Histogram;
-use proto::startup::{RtrType, RtrTypes};
 
 pub mod client;
 pub mod server;

@@ -13,13 +13,10 @@ use std::collections::VecDeque;
 use std::net::SocketAddrV4;
 use std::time::{Duration, Instant};
 
-use control::cm::{ConnInfo, ConnRequest};
 use control::verbs::{
-    AcceptParams, Access, Device, Listener, Mr, Pending, QpRingState, RecvWr, SendOp, SendWr, Sge,
-    WcOpcode,
+    AcceptParams, Access, ConnId, ConnInfo, ConnRequest, Core, Device, Listener, Mr, Pending,
+    QpRingState, RecvWr, SendOp, SendWr, Sge, WcOpcode,
 };
-use dataplane::lcore::Core;
-use dataplane::rings::ConnId;
 
 use super::session::{self, Hello, RemoteBuffer, ServerResult, RESULT_LEN};
 use super::verify;
