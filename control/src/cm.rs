@@ -631,7 +631,6 @@ impl ConnectionManager {
                     self.drain(conn, now);
                 }
             }
-            CoreEvent::QpError { .. } => {}
             CoreEvent::Closed { conn, reason } => {
                 if let Some(mut c) = self.conns.remove(&conn) {
                     if let Some(m) = c.machine.as_mut() {

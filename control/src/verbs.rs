@@ -31,7 +31,7 @@ use crossbeam::channel::{self, Receiver, RecvTimeoutError, TryRecvError, TrySend
 pub use dataplane::lcore::{AlignmentStats, Core, CoreConfig};
 pub use dataplane::limits::Limits;
 use dataplane::port::Port;
-pub use dataplane::rings::{ConnId, QpRingState};
+pub use dataplane::rings::{ConnId, QpRingState, Terminates};
 use dataplane::rings::{CqRing, QpRings};
 pub use proto::rdma::{
     Access, Completion, MemoryRegion, MrError, MrTable, RecvWr, SendOp, SendWr, Sge, WcOpcode,
@@ -571,6 +571,12 @@ impl QueuePair {
     /// Where the QP is.
     pub fn state(&self) -> QpRingState {
         self.rings.state()
+    }
+
+    /// Once the QP is in error: the Terminate it sent and the one it received (RFC 5040
+    /// 6.1), either of which may be absent. `None` while the QP is not in error.
+    pub fn terminates(&self) -> Option<Terminates> {
+        self.rings.terminates()
     }
 
     /// Posts a send-queue work request (Send, RDMA Write, RDMA Read) and rings the core.

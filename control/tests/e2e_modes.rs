@@ -240,9 +240,9 @@ fn connects_peer_to_peer_and_both_sides_agree() {
     assert_eq!(ea.tx_mode, eb.rx_mode);
     assert_eq!(ea.rx_mode, eb.tx_mode);
     assert_eq!((conn.info_a.ird, conn.info_a.ord), (8, 8));
-    assert_eq!(conn.a.qp.state(), dataplane::rings::QpRingState::Rts);
+    assert_eq!(conn.a.qp.state(), QpRingState::Rts);
     env.until("B's QP published", |_| {
-        (conn.b.qp.state() == dataplane::rings::QpRingState::Rts).then_some(())
+        (conn.b.qp.state() == QpRingState::Rts).then_some(())
     });
 }
 
@@ -270,7 +270,7 @@ fn messages_sent_right_before_a_disconnect_are_delivered() {
             .unwrap();
     }
     env.until("B's QP published", |_| {
-        (conn.b.qp.state() == dataplane::rings::QpRingState::Rts).then_some(())
+        (conn.b.qp.state() == QpRingState::Rts).then_some(())
     });
     env.pump();
     let src = conn.a.pd.reg_mr(64 * 10, Access::LOCAL_WRITE).unwrap();
@@ -310,4 +310,57 @@ fn messages_sent_right_before_a_disconnect_are_delivered() {
         dst.read(k * 64, &mut b).unwrap();
         assert_eq!(check(&b, k as u64), 0, "message {k}");
     }
+}
+
+/// A Write to an STag the peer never registered: the peer's QP sends a Terminate (RFC 5041
+/// 7.2: DDP, tagged buffer error, invalid STag) and both QPs go to error; each side's
+/// consumer finds the Terminates on its QP.
+#[test]
+fn a_terminate_is_on_both_queue_pairs() {
+    let mut env = Env::perfect();
+    let (i, r) = configs(Mode {
+        markers: false,
+        crc: true,
+        enhanced: true,
+        rtr: Some(RtrType::Write),
+    });
+    let conn = connect(&mut env, i, r, AcceptParams::default(), |_, _, _| {}).unwrap();
+    env.until("B's QP published", |_| {
+        (conn.b.qp.state() == QpRingState::Rts).then_some(())
+    });
+    assert_eq!(conn.a.qp.terminates(), None);
+    let src = conn.a.pd.reg_mr(64, Access::LOCAL_WRITE).unwrap();
+    conn.a
+        .qp
+        .post_send(SendWr {
+            wr_id: 7,
+            op: SendOp::Write {
+                remote_stag: 0x0bad_0000,
+                remote_to: 0,
+            },
+            local: src.sge(0, 64),
+            signaled: true,
+        })
+        .unwrap();
+    let t = env.until("A's Terminates", |_| conn.a.qp.terminates());
+    let tb = env.until("B's Terminates", |_| conn.b.qp.terminates());
+    let want = (1, 1, 0); // DDP, tagged buffer error, invalid STag
+    assert_eq!(t.received.map(|t| t.error.triple()), Some(want), "{t:?}");
+    assert_eq!(t.sent, None, "{t:?}");
+    assert_eq!(tb.sent.map(|t| t.error.triple()), Some(want), "{tb:?}");
+    assert_eq!(tb.received, None, "{tb:?}");
+    assert_eq!(conn.a.qp.state(), QpRingState::Error);
+    // The Write itself completed locally once handed to the LLP (its completion says
+    // nothing of placement at the peer); what is posted after the error is refused.
+    let c = env.completion("the Write's completion", &conn.a.cq);
+    assert_eq!((c.wr_id, c.opcode), (7, WcOpcode::Write));
+    assert_eq!(
+        conn.a.qp.post_send(SendWr {
+            wr_id: 8,
+            op: SendOp::Send,
+            local: src.sge(0, 1),
+            signaled: true,
+        }),
+        Err(PostError::QpError)
+    );
 }

@@ -1,10 +1,12 @@
 //! Ethernet, ARP, IPv4 and ICMP echo for the poll-mode core.
 //!
-//! [`Net`] is sans-IO except for the [`Port`] it writes to: time comes in as
-//! [`Instant`] arguments, arriving frames come in through [`Net::on_frame`], and answers
-//! (ARP replies, ICMP echo replies, ARP requests) and TCP segments ([`Net::send_tcp`]) are
-//! written straight into the port's transmit buffers with [`Port::tx`]. The caller still
-//! calls [`Port::flush`]. Built on `smoltcp`'s wire types.
+//! [`Net`] is sans-IO except for the [`Port`] it transmits on: time comes in as
+//! [`Instant`] arguments and arriving frames through [`Net::on_frame`], which never touches
+//! the port (the receive burst may still hold it). The answers it makes (ARP replies, ICMP
+//! echo replies) wait in a bounded queue ([`REPLY_QUEUE_MAX`]) until
+//! [`Net::transmit_replies`] writes them, after the burst. TCP segments
+//! ([`Net::send_tcp`]) and ARP requests go straight into the port's transmit buffers with
+//! [`Port::tx`]. The caller still calls [`Port::flush`]. Built on `smoltcp`'s wire types.
 //!
 //! # Receive
 //!
@@ -49,7 +51,7 @@ use smoltcp::wire::{
     EthernetRepr, Icmpv4Message, Icmpv4Packet, Icmpv4Repr, IpProtocol, Ipv4Address, Ipv4Packet,
     Ipv4Repr, TcpRepr,
 };
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::fmt;
 use std::hash::{BuildHasherDefault, Hasher};
 
@@ -63,6 +65,9 @@ pub const ARP_RETRY: Duration = Duration::from_millis(100);
 pub const ARP_CACHE_MAX: usize = 4096;
 /// TTL of the IPv4 datagrams [`Net`] sends.
 pub const TTL: u8 = 64;
+/// Most answers (ARP and echo replies) waiting for [`Net::transmit_replies`]; a request
+/// beyond them is dropped as [`DropReason::ReplyNotSent`].
+pub const REPLY_QUEUE_MAX: usize = 64;
 
 const ETH_LEN: usize = 14;
 const IPV4_LEN: usize = 20;
@@ -105,7 +110,8 @@ pub enum DropReason {
     /// A broadcast, multicast, unspecified or our own address (or a non-unicast MAC) as
     /// the sender.
     BadSource,
-    /// An ARP or echo request we would answer, but the port had no room for the answer.
+    /// An ARP or echo request we would answer, but [`REPLY_QUEUE_MAX`] answers already
+    /// wait for the port.
     ReplyNotSent,
 }
 
@@ -187,9 +193,9 @@ pub struct NetStats {
     pub drop_reply_not_sent: u64,
     /// ARP requests sent.
     pub arp_requests_sent: u64,
-    /// ARP replies sent.
+    /// ARP replies transmitted.
     pub arp_replies_sent: u64,
-    /// ICMP echo replies sent.
+    /// ICMP echo replies transmitted.
     pub echo_replies_sent: u64,
     /// TCP segments sent.
     pub tx_tcp: u64,
@@ -227,7 +233,15 @@ struct ArpEntry {
     expires: Option<Instant>,
 }
 
-/// Ethernet/ARP/IPv4/ICMP state of one interface: addressing, the ARP cache, counters.
+/// An answer waiting for the port: the whole Ethernet frame.
+#[derive(Debug, Clone)]
+struct Reply {
+    frame: Vec<u8>,
+    arp: bool,
+}
+
+/// Ethernet/ARP/IPv4/ICMP state of one interface: addressing, the ARP cache, the answers
+/// waiting for the port, counters.
 #[derive(Debug, Clone)]
 pub struct Net {
     cfg: NetConfig,
@@ -235,6 +249,7 @@ pub struct Net {
     arp: AddrMap<ArpEntry>,
     /// When the last ARP request for an address went out.
     requested: AddrMap<Instant>,
+    replies: VecDeque<Reply>,
     stats: NetStats,
 }
 
@@ -256,6 +271,7 @@ impl Net {
             mask,
             arp: AddrMap::default(),
             requested: AddrMap::default(),
+            replies: VecDeque::new(),
             stats: NetStats::default(),
         }
     }
@@ -318,11 +334,11 @@ impl Net {
         self.neighbour(now, port, hop)
     }
 
-    /// Handles one arriving Ethernet frame: answers ARP and ICMP echo requests (writing
-    /// to `port`), learns ARP, and hands out TCP segments for us.
-    pub fn on_frame<'a>(&mut self, now: Instant, frame: &'a [u8], port: &mut dyn Port) -> Rx<'a> {
+    /// Handles one arriving Ethernet frame: answers ARP and ICMP echo requests (queued
+    /// for [`Net::transmit_replies`]), learns ARP, and hands out TCP segments for us.
+    pub fn on_frame<'a>(&mut self, now: Instant, frame: &'a [u8]) -> Rx<'a> {
         self.stats.rx_frames += 1;
-        let rx = self.rx(now, frame, port);
+        let rx = self.rx(now, frame);
         if let Rx::Dropped(reason) = rx {
             let s = &mut self.stats;
             match reason {
@@ -338,6 +354,42 @@ impl Net {
             }
         }
         rx
+    }
+
+    /// Writes the queued answers into `port`, oldest first, until it has no room (the rest
+    /// wait for the next call). Returns how many went.
+    pub fn transmit_replies(&mut self, port: &mut dyn Port) -> usize {
+        let mut n = 0;
+        while let Some(r) = self.replies.front() {
+            let frame = &r.frame;
+            if !port.tx(frame.len(), &mut |b: &mut [u8]| b.copy_from_slice(frame)) {
+                break;
+            }
+            if r.arp {
+                self.stats.arp_replies_sent += 1;
+            } else {
+                self.stats.echo_replies_sent += 1;
+            }
+            self.replies.pop_front();
+            n += 1;
+        }
+        n
+    }
+
+    /// Answers waiting for [`Net::transmit_replies`].
+    pub fn replies_queued(&self) -> usize {
+        self.replies.len()
+    }
+
+    /// Queues an answer of `len` octets written by `fill`; false when the queue is full.
+    fn queue_reply(&mut self, len: usize, arp: bool, fill: impl FnOnce(&mut [u8])) -> bool {
+        if self.replies.len() >= REPLY_QUEUE_MAX {
+            return false;
+        }
+        let mut frame = vec![0; len];
+        fill(&mut frame);
+        self.replies.push_back(Reply { frame, arp });
+        true
     }
 
     /// Sends one TCP segment from `tuple.local_*` to `tuple.remote_*` as an Ethernet
@@ -516,15 +568,18 @@ impl Net {
     }
 
     fn send_arp(&self, port: &mut dyn Port, dst: EthernetAddress, arp: &ArpRepr) -> bool {
-        let eth = EthernetRepr {
+        let eth = self.arp_frame(dst);
+        port.tx(ETH_LEN + ARP_LEN, &mut |buf: &mut [u8]| {
+            emit_arp(&eth, arp, buf)
+        })
+    }
+
+    fn arp_frame(&self, dst: EthernetAddress) -> EthernetRepr {
+        EthernetRepr {
             src_addr: self.cfg.mac,
             dst_addr: dst,
             ethertype: EthernetProtocol::Arp,
-        };
-        port.tx(ETH_LEN + ARP_LEN, &mut |buf: &mut [u8]| {
-            eth.emit(&mut EthernetFrame::new_unchecked(&mut *buf));
-            arp.emit(&mut ArpPacket::new_unchecked(&mut buf[ETH_LEN..]));
-        })
+        }
     }
 
     /// Learns (or refreshes) a dynamic entry; static entries stay.
@@ -564,7 +619,7 @@ impl Net {
         }
     }
 
-    fn rx<'a>(&mut self, now: Instant, frame: &'a [u8], port: &mut dyn Port) -> Rx<'a> {
+    fn rx<'a>(&mut self, now: Instant, frame: &'a [u8]) -> Rx<'a> {
         let Ok(eth) = EthernetFrame::new_checked(frame) else {
             return Rx::Dropped(DropReason::Malformed);
         };
@@ -574,13 +629,13 @@ impl Net {
         }
         let src_mac = eth.src_addr();
         match eth.ethertype() {
-            EthernetProtocol::Arp => self.rx_arp(now, &frame[ETH_LEN..], port),
-            EthernetProtocol::Ipv4 => self.rx_ipv4(now, src_mac, frame, port),
+            EthernetProtocol::Arp => self.rx_arp(now, &frame[ETH_LEN..]),
+            EthernetProtocol::Ipv4 => self.rx_ipv4(now, src_mac, frame),
             _ => Rx::Dropped(DropReason::UnsupportedEtherType),
         }
     }
 
-    fn rx_arp<'a>(&mut self, now: Instant, bytes: &[u8], port: &mut dyn Port) -> Rx<'a> {
+    fn rx_arp<'a>(&mut self, now: Instant, bytes: &[u8]) -> Rx<'a> {
         let Ok(packet) = ArpPacket::new_checked(bytes) else {
             return Rx::Dropped(DropReason::Malformed);
         };
@@ -622,21 +677,15 @@ impl Net {
                 target_hardware_addr: sha,
                 target_protocol_addr: spa,
             };
-            if !self.send_arp(port, sha, &reply) {
+            let eth = self.arp_frame(sha);
+            if !self.queue_reply(ETH_LEN + ARP_LEN, true, |buf| emit_arp(&eth, &reply, buf)) {
                 return Rx::Dropped(DropReason::ReplyNotSent);
             }
-            self.stats.arp_replies_sent += 1;
         }
         Rx::Handled
     }
 
-    fn rx_ipv4<'a>(
-        &mut self,
-        now: Instant,
-        src_mac: EthernetAddress,
-        frame: &'a [u8],
-        port: &mut dyn Port,
-    ) -> Rx<'a> {
+    fn rx_ipv4<'a>(&mut self, now: Instant, src_mac: EthernetAddress, frame: &'a [u8]) -> Rx<'a> {
         let Ok(ip) = Ipv4Packet::new_checked(&frame[ETH_LEN..]) else {
             return Rx::Dropped(DropReason::Malformed);
         };
@@ -668,7 +717,7 @@ impl Net {
                     segment: payload,
                 }
             }
-            IpProtocol::Icmp => self.rx_icmp(now, src, src_mac, payload, port),
+            IpProtocol::Icmp => self.rx_icmp(now, src, src_mac, payload),
             _ => Rx::Dropped(DropReason::UnsupportedProtocol),
         }
     }
@@ -679,7 +728,6 @@ impl Net {
         src: Ipv4Address,
         src_mac: EthernetAddress,
         bytes: &[u8],
-        port: &mut dyn Port,
     ) -> Rx<'a> {
         let Ok(icmp) = Icmpv4Packet::new_checked(bytes) else {
             return Rx::Dropped(DropReason::Malformed);
@@ -713,19 +761,23 @@ impl Net {
         };
         let caps = ChecksumCapabilities::default();
         let len = ETH_LEN + IPV4_LEN + icmp_len;
-        let sent = IPV4_LEN + icmp_len <= self.cfg.mtu
-            && port.tx(len, &mut |buf: &mut [u8]| {
+        let queued = IPV4_LEN + icmp_len <= self.cfg.mtu
+            && self.queue_reply(len, false, |buf| {
                 eth.emit(&mut EthernetFrame::new_unchecked(&mut *buf));
                 ip.emit(&mut Ipv4Packet::new_unchecked(&mut buf[ETH_LEN..]), &caps);
                 let mut p = Icmpv4Packet::new_unchecked(&mut buf[ETH_LEN + IPV4_LEN..]);
                 reply.emit(&mut p, &caps);
             });
-        if !sent {
+        if !queued {
             return Rx::Dropped(DropReason::ReplyNotSent);
         }
-        self.stats.echo_replies_sent += 1;
         Rx::Handled
     }
+}
+
+fn emit_arp(eth: &EthernetRepr, arp: &ArpRepr, buf: &mut [u8]) {
+    eth.emit(&mut EthernetFrame::new_unchecked(&mut *buf));
+    arp.emit(&mut ArpPacket::new_unchecked(&mut buf[ETH_LEN..]));
 }
 
 #[cfg(test)]

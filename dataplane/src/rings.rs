@@ -118,6 +118,18 @@ pub struct QpRings {
     bell: OnceLock<(Arc<Doorbells>, u64)>,
     /// A token of this QP is in the doorbell ring and not yet taken.
     rung: AtomicBool,
+    /// The Terminates sent and received, set once when the QP leaves RTS.
+    terminates: OnceLock<Terminates>,
+}
+
+/// The Terminate messages of a QP that left RTS (RFC 5040 section 6.1): either may be
+/// absent (a QP that failed on its own side, or whose connection broke without one).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Terminates {
+    /// The Terminate we sent.
+    pub sent: Option<Terminate>,
+    /// The Terminate the peer sent.
+    pub received: Option<Terminate>,
 }
 
 impl QpRings {
@@ -136,6 +148,7 @@ impl QpRings {
             send_cq,
             recv_cq,
             state: AtomicU8::new(QpRingState::Init as u8),
+            terminates: OnceLock::new(),
             bell: OnceLock::new(),
             rung: AtomicBool::new(false),
         }
@@ -195,6 +208,18 @@ impl QpRings {
     /// Publishes a new state.
     pub fn set_state(&self, s: QpRingState) {
         self.state.store(s as u8, Ordering::Release);
+    }
+
+    /// Publishes [`QpRingState::Error`] with the Terminates that went with it (the core
+    /// does this once, when the QP leaves RTS).
+    pub fn set_error(&self, t: Terminates) {
+        let _ = self.terminates.set(t);
+        self.set_state(QpRingState::Error);
+    }
+
+    /// The Terminates of a QP in error (`None` while it is not).
+    pub fn terminates(&self) -> Option<Terminates> {
+        self.terminates.get().copied()
     }
 }
 
@@ -348,15 +373,6 @@ pub enum CoreEvent {
     PeerFin {
         /// Connection.
         conn: ConnId,
-    },
-    /// The QP of a published connection left RTS.
-    QpError {
-        /// Connection.
-        conn: ConnId,
-        /// The Terminate we sent, if any.
-        term_sent: Option<Terminate>,
-        /// The Terminate we received, if any.
-        term_received: Option<Terminate>,
     },
     /// The connection is gone.
     Closed {

@@ -362,7 +362,7 @@ impl Attacker {
         let frames: Vec<Vec<u8>> = self.tap.to_attacker.lock().unwrap().drain(..).collect();
         for f in frames {
             self.seen.frames += 1;
-            let Rx::Tcp { src, dst, segment } = self.net.on_frame(now, &f, &mut self.port) else {
+            let Rx::Tcp { src, dst, segment } = self.net.on_frame(now, &f) else {
                 continue;
             };
             let Some(repr) = wire::tcp::segment_from_bytes(src, dst, segment) else {
@@ -391,6 +391,7 @@ impl Attacker {
                 }
             }
         }
+        self.net.transmit_replies(&mut self.port);
         let tuples: Vec<FourTuple> = self.peers.keys().copied().collect();
         for t in tuples {
             let mut data = Vec::new();

@@ -42,7 +42,7 @@ use crate::limits::Limits;
 use crate::net::{Net, NetConfig, Rx};
 use crate::port::{Port, PortStats, RxChecksum};
 use crate::rings::{
-    CloseReason, ConnId, CoreCmd, CoreEvent, Doorbells, QpPublish, QpRingState, QpRings,
+    CloseReason, ConnId, CoreCmd, CoreEvent, Doorbells, QpPublish, QpRingState, QpRings, Terminates,
 };
 use proto::rdma::{MrTable, Qp, QpState, RecvWr, SendWr, WcOpcode};
 use proto::tcp::{
@@ -196,7 +196,7 @@ struct FpduConn {
     deframer: Deframer,
     qp: Qp,
     rings: Arc<QpRings>,
-    /// Reported [`CoreEvent::QpError`] already.
+    /// Published the QP's error and Terminates on its rings already.
     error_reported: bool,
     /// Asked TCP to close after the QP failed.
     close_requested: bool,
@@ -282,43 +282,6 @@ struct ListenerState {
     half_open: usize,
 }
 
-/// Transmit frames queued while the port is busy receiving (ARP and ICMP replies made
-/// inside the receive burst); flushed into the port right after it.
-#[derive(Default)]
-struct DeferredTx {
-    mac: smoltcp::wire::EthernetAddress,
-    mtu: usize,
-    frames: Vec<Vec<u8>>,
-}
-
-impl Port for DeferredTx {
-    fn mac(&self) -> smoltcp::wire::EthernetAddress {
-        self.mac
-    }
-    fn mtu(&self) -> usize {
-        self.mtu
-    }
-    fn rx_burst(&mut self, _max: usize, _f: &mut dyn FnMut(&[u8])) -> usize {
-        0
-    }
-    fn tx_room(&self) -> usize {
-        64usize.saturating_sub(self.frames.len())
-    }
-    fn tx(&mut self, len: usize, fill: &mut dyn FnMut(&mut [u8])) -> bool {
-        if self.frames.len() >= 64 || len > self.mtu + 14 {
-            return false;
-        }
-        let mut f = vec![0; len];
-        fill(&mut f);
-        self.frames.push(f);
-        true
-    }
-    fn flush(&mut self) {}
-    fn stats(&self) -> PortStats {
-        PortStats::default()
-    }
-}
-
 type TwMap = HashMap<FourTuple, TimeWait, foldhash::fast::RandomState>;
 
 /// One poll-mode core.
@@ -349,7 +312,6 @@ pub struct Core {
     tw_order: VecDeque<(FourTuple, Instant)>,
     next_passive: ConnId,
     next_port: u16,
-    deferred: DeferredTx,
     ulpdu: Vec<u8>,
     stats: CoreStats,
     half_open: usize,
@@ -399,11 +361,6 @@ impl Core {
             cfg.limits.user_timeout,
         )));
         let next_port = EPHEMERAL_FIRST + isn.ephemeral_offset(u16::MAX - EPHEMERAL_FIRST);
-        let deferred = DeferredTx {
-            mac: port.mac(),
-            mtu: port.mtu(),
-            frames: Vec::new(),
-        };
         let doorbells = Arc::new(ArrayQueue::new(cfg.limits.max_connections.max(1)));
         Core {
             net: Net::new(cfg.net),
@@ -425,7 +382,6 @@ impl Core {
             tw_order: VecDeque::new(),
             next_passive: 1,
             next_port,
-            deferred,
             ulpdu: Vec::with_capacity(65536),
             stats: CoreStats::default(),
             half_open: 0,
@@ -899,7 +855,6 @@ impl Core {
         let Core {
             port,
             net,
-            deferred,
             table,
             last_rx,
             listeners,
@@ -911,7 +866,7 @@ impl Core {
         let mut accepted: Vec<Box<Connection>> = Vec::new();
         let mut replies: Vec<(FourTuple, smoltcp::wire::TcpRepr<'static>)> = Vec::new();
         let n = port.rx_burst_checked(RX_BURST, &mut |frame, verdict| {
-            let Rx::Tcp { src, dst, segment } = net.on_frame(now, frame, deferred) else {
+            let Rx::Tcp { src, dst, segment } = net.on_frame(now, frame) else {
                 return;
             };
             if verdict == RxChecksum::Bad {
@@ -994,10 +949,8 @@ impl Core {
                 }
             }
         });
-        for frame in self.deferred.frames.drain(..) {
-            let len = frame.len();
-            self.port.tx(len, &mut |b| b.copy_from_slice(&frame));
-        }
+        // ARP and echo answers made during the burst, now that the port is free.
+        self.net.transmit_replies(&mut *self.port);
         for (tuple, r) in replies {
             let _ = self.net.send_tcp(now, &mut *self.port, &tuple, &r);
         }
@@ -1161,7 +1114,10 @@ impl Core {
             work += run_qp(f, &mut c.tcp, ulpdu, stats);
             if f.qp.state() != QpState::Rts && !f.error_reported {
                 f.error_reported = true;
-                f.rings.set_state(QpRingState::Error);
+                f.rings.set_error(Terminates {
+                    sent: f.qp.terminate_sent().copied(),
+                    received: f.qp.terminate_received().copied(),
+                });
                 if trace {
                     eprintln!(
                         "qp {} (passive {}) error: sent {:?} received {:?} stats {:?}",
@@ -1172,11 +1128,6 @@ impl Core {
                         f.qp.stats()
                     );
                 }
-                out.push(CoreEvent::QpError {
-                    conn: c.id,
-                    term_sent: f.qp.terminate_sent().copied(),
-                    term_received: f.qp.terminate_received().copied(),
-                });
             }
             if f.qp.state() == QpState::Error && !f.close_requested && !f.qp.has_tx() {
                 // RFC 5040 6 / RFC 5044 8: after a Terminate the LLP stream is closed.

@@ -35,6 +35,13 @@ fn pair() -> Pair {
     Pair { pa, pb, a, b }
 }
 
+/// One frame into `net`, then its answers out of `port`, as the core does it.
+fn rx<'a>(net: &mut Net, now: Instant, frame: &'a [u8], port: &mut MemPort) -> Rx<'a> {
+    let r = net.on_frame(now, frame);
+    net.transmit_replies(port);
+    r
+}
+
 fn t(ms: i64) -> Instant {
     Instant::from_millis(ms)
 }
@@ -78,10 +85,10 @@ fn resolved() -> Pair {
     let mut p = pair();
     assert_eq!(p.a.resolve(t(0), &mut p.pa, B), None);
     for f in frames(&mut p.pa, &mut p.pb) {
-        assert_eq!(p.b.on_frame(t(0), &f, &mut p.pb), Rx::Handled);
+        assert_eq!(rx(&mut p.b, t(0), &f, &mut p.pb), Rx::Handled);
     }
     for f in frames(&mut p.pb, &mut p.pa) {
-        assert_eq!(p.a.on_frame(t(0), &f, &mut p.pa), Rx::Handled);
+        assert_eq!(rx(&mut p.a, t(0), &f, &mut p.pa), Rx::Handled);
     }
     p
 }
@@ -140,7 +147,7 @@ fn arp_request_and_reply_between_two_nets() {
     let eth = EthernetFrame::new_checked(&req[0][..]).unwrap();
     assert!(eth.dst_addr().is_broadcast());
     assert_eq!(eth.ethertype(), EthernetProtocol::Arp);
-    assert_eq!(p.b.on_frame(t(1), &req[0], &mut p.pb), Rx::Handled);
+    assert_eq!(rx(&mut p.b, t(1), &req[0], &mut p.pb), Rx::Handled);
     // B learnt A from the request.
     assert_eq!(p.b.arp_lookup(t(1), A), Some(p.pa.mac()));
     let reply = frames(&mut p.pb, &mut p.pa);
@@ -158,7 +165,7 @@ fn arp_request_and_reply_between_two_nets() {
             target_protocol_addr: A,
         }
     );
-    assert_eq!(p.a.on_frame(t(2), &reply[0], &mut p.pa), Rx::Handled);
+    assert_eq!(rx(&mut p.a, t(2), &reply[0], &mut p.pa), Rx::Handled);
     assert_eq!(p.a.resolve(t(2), &mut p.pa, B), Some(p.pb.mac()));
     assert!(frames(&mut p.pa, &mut p.pb).is_empty(), "no second request");
     assert_eq!(p.a.stats().arp_requests_sent, 1);
@@ -198,7 +205,7 @@ fn send_tcp_parses_back_to_the_same_segment() {
     assert!(ip.dont_frag());
     assert_eq!(ip.hop_limit(), TTL);
     assert!(ip.verify_checksum());
-    match p.b.on_frame(t(3), f, &mut p.pb) {
+    match rx(&mut p.b, t(3), f, &mut p.pb) {
         Rx::Tcp { src, dst, segment } => {
             assert_eq!((src, dst), (A, B));
             assert_eq!(segment_from_bytes(src, dst, segment), Some(repr));
@@ -308,7 +315,7 @@ fn ping_gets_an_echo_reply() {
         IpProtocol::Icmp,
         &echo_request(0x1234, 7, data),
     );
-    assert_eq!(p.b.on_frame(t(0), &f, &mut p.pb), Rx::Handled);
+    assert_eq!(rx(&mut p.b, t(0), &f, &mut p.pb), Rx::Handled);
     let got = frames(&mut p.pb, &mut p.pa);
     assert_eq!(got.len(), 1);
     let eth = EthernetFrame::new_checked(&got[0][..]).unwrap();
@@ -335,7 +342,7 @@ fn ping_gets_an_echo_reply() {
     icmp[10] ^= 0xff;
     let f = ip_frame(p.pb.mac(), p.pa.mac(), A, B, IpProtocol::Icmp, &icmp);
     assert_eq!(
-        p.b.on_frame(t(0), &f, &mut p.pb),
+        rx(&mut p.b, t(0), &f, &mut p.pb),
         Rx::Dropped(DropReason::BadChecksum)
     );
     // Nor is an echo reply.
@@ -344,7 +351,7 @@ fn ping_gets_an_echo_reply() {
     Icmpv4Packet::new_unchecked(&mut icmp[..]).fill_checksum();
     let f = ip_frame(p.pb.mac(), p.pa.mac(), A, B, IpProtocol::Icmp, &icmp);
     assert_eq!(
-        p.b.on_frame(t(0), &f, &mut p.pb),
+        rx(&mut p.b, t(0), &f, &mut p.pb),
         Rx::Dropped(DropReason::UnsupportedIcmp)
     );
     assert!(frames(&mut p.pb, &mut p.pa).is_empty());
@@ -361,11 +368,11 @@ fn drops_with_reasons() {
     };
     let good = ip_frame(mb, ma, A, B, IpProtocol::Tcp, &seg);
     assert!(matches!(
-        p.b.on_frame(t(0), &good, &mut p.pb),
+        rx(&mut p.b, t(0), &good, &mut p.pb),
         Rx::Tcp { segment, .. } if segment == &seg[..]
     ));
     let mut check_drop = |f: &[u8], r: DropReason| {
-        assert_eq!(p.b.on_frame(t(0), f, &mut p.pb), Rx::Dropped(r), "{f:02x?}");
+        assert_eq!(rx(&mut p.b, t(0), f, &mut p.pb), Rx::Dropped(r), "{f:02x?}");
     };
     // Other IPv4 destination, other MAC.
     let other = Ipv4Address::new(10, 0, 0, 9);
@@ -462,7 +469,7 @@ fn arp_entries_expire_unless_refreshed() {
     wire::tcp::segment_to_bytes(&tuple().reversed(), &tcp_repr(b"y"), &mut seg);
     let f = ip_frame(p.pa.mac(), mac_b, B, A, IpProtocol::Tcp, &seg);
     assert!(matches!(
-        p.a.on_frame(t(58_000), &f, &mut p.pa),
+        rx(&mut p.a, t(58_000), &f, &mut p.pa),
         Rx::Tcp { .. }
     ));
     assert_eq!(p.a.arp_lookup(t(100_000), B), Some(mac_b));
@@ -482,7 +489,7 @@ fn static_entries_stay() {
     // B's ARP request for A carries B's real MAC, but the static entry wins.
     assert_eq!(p.b.resolve(t(0), &mut p.pb, A), None);
     for f in frames(&mut p.pb, &mut p.pa) {
-        assert_eq!(p.a.on_frame(t(0), &f, &mut p.pa), Rx::Handled);
+        assert_eq!(rx(&mut p.a, t(0), &f, &mut p.pa), Rx::Handled);
     }
     assert_eq!(p.a.arp_lookup(t(1_000_000_000), B), Some(fixed));
     p.a.remove_arp(B);
@@ -490,7 +497,7 @@ fn static_entries_stay() {
 }
 
 #[test]
-fn arp_reply_not_sent_when_the_port_is_full() {
+fn arp_replies_wait_for_port_room_and_beyond_the_queue_are_dropped() {
     let (mut pa, mut pb) = link(
         WireConfig::default(),
         WireConfig::default().with_capacity(1),
@@ -498,15 +505,29 @@ fn arp_reply_not_sent_when_the_port_is_full() {
     let mut a = Net::new(cfg(&pa, A));
     let mut b = Net::new(cfg(&pb, B));
     a.resolve(t(0), &mut pa, B);
-    // Fill B's transmit side.
+    let request = frames(&mut pa, &mut pb).pop().expect("an ARP request");
+    // Fill B's transmit side: the answers wait in B's queue, up to REPLY_QUEUE_MAX.
     assert!(pb.tx(60, &mut |_: &mut [u8]| {}));
-    for f in frames(&mut pa, &mut pb) {
-        assert_eq!(
-            b.on_frame(t(0), &f, &mut pb),
-            Rx::Dropped(DropReason::ReplyNotSent)
-        );
+    for _ in 0..REPLY_QUEUE_MAX {
+        assert_eq!(b.on_frame(t(0), &request), Rx::Handled);
+        assert_eq!(b.transmit_replies(&mut pb), 0);
     }
+    assert_eq!(b.replies_queued(), REPLY_QUEUE_MAX);
+    assert_eq!(
+        b.on_frame(t(0), &request),
+        Rx::Dropped(DropReason::ReplyNotSent)
+    );
     assert_eq!(b.stats().drop_reply_not_sent, 1);
+    assert_eq!(b.stats().arp_replies_sent, 0);
+    // Room again: the oldest answer goes first, one per free slot.
+    frames(&mut pb, &mut pa);
+    assert_eq!(b.transmit_replies(&mut pb), 1);
+    assert_eq!(b.replies_queued(), REPLY_QUEUE_MAX - 1);
+    let got = frames(&mut pb, &mut pa);
+    assert_eq!(got.len(), 1);
+    assert_eq!(rx(&mut a, t(0), &got[0], &mut pa), Rx::Handled);
+    assert!(a.arp_lookup(t(0), B).is_some());
+    assert_eq!(b.stats().arp_replies_sent, 1);
 }
 
 #[test]
@@ -556,7 +577,7 @@ proptest! {
     #[test]
     fn arbitrary_frames_never_panic(bytes in proptest::collection::vec(any::<u8>(), 0..200)) {
         let mut p = pair();
-        let _ = p.b.on_frame(t(0), &bytes, &mut p.pb);
+        let _ = rx(&mut p.b, t(0), &bytes, &mut p.pb);
     }
 
     #[test]
@@ -573,7 +594,7 @@ proptest! {
         let keep = f.len() - cut % 8;
         f.truncate(keep);
         let mut p = pair();
-        if let Rx::Tcp { src, dst, segment } = p.b.on_frame(t(0), &f, &mut p.pb) {
+        if let Rx::Tcp { src, dst, segment } = rx(&mut p.b, t(0), &f, &mut p.pb) {
             prop_assert_eq!(dst, B);
             let _ = segment_from_bytes(src, dst, segment);
         }
@@ -592,10 +613,10 @@ fn resolved_with(wire: WireConfig) -> Pair {
     let mut p = Pair { pa, pb, a, b };
     assert_eq!(p.a.resolve(t(0), &mut p.pa, B), None);
     for f in frames(&mut p.pa, &mut p.pb) {
-        p.b.on_frame(t(0), &f, &mut p.pb);
+        rx(&mut p.b, t(0), &f, &mut p.pb);
     }
     for f in frames(&mut p.pb, &mut p.pa) {
-        p.a.on_frame(t(0), &f, &mut p.pa);
+        rx(&mut p.a, t(0), &f, &mut p.pa);
     }
     p
 }
@@ -639,7 +660,7 @@ fn zero_copy_frames_are_the_same_segments_with_or_without_checksum_offload() {
         );
         let ip = Ipv4Packet::new_checked(&got[0][ETH_LEN..]).unwrap();
         assert!(ip.verify_checksum());
-        match p.b.on_frame(t(3), &got[0], &mut p.pb) {
+        match rx(&mut p.b, t(3), &got[0], &mut p.pb) {
             Rx::Tcp { src, dst, segment } => {
                 // Checksum checked in software here, whatever the port did.
                 assert_eq!(
@@ -671,7 +692,7 @@ fn small_or_odd_payloads_and_missing_records_are_copied() {
         p.a.send_tcp_record(t(3), &mut p.pa, &tuple(), &repr, payload)
             .unwrap();
         let got = frames(&mut p.pa, &mut p.pb);
-        match p.b.on_frame(t(3), &got[0], &mut p.pb) {
+        match rx(&mut p.b, t(3), &got[0], &mut p.pb) {
             Rx::Tcp { src, dst, segment } => {
                 assert_eq!(segment_from_bytes(src, dst, segment), Some(repr));
             }
