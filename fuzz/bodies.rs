@@ -4,7 +4,7 @@
 
 use wire::mpa::deframe::Deframer;
 use wire::mpa::fpdu::FpduMode;
-use wire::mpa::startup::{parse_with, Dialect, FrameKind, ParseOptions, Parsed};
+use wire::mpa::startup_frame::{parse_with, Dialect, FrameKind, ParseOptions, Parsed};
 use wire::rdmap::{parse_segment, terminate_ulpdu, Terminate};
 
 /// MPA startup frame parser, in every dialect and expectation: whatever parses re-encodes

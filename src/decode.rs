@@ -11,7 +11,7 @@
 use serde_json::{json, Map, Value};
 use wire::mpa::deframe::{CrcCheck, DeframeError, Deframer};
 use wire::mpa::fpdu::FpduMode;
-use wire::mpa::startup::{self, FrameKind, ParseOptions, Parsed, StartupFrame};
+use wire::mpa::startup_frame::{self, FrameKind, ParseOptions, Parsed, StartupFrame};
 use wire::mpa::MpaErrorCode;
 
 use crate::ulpdu;
@@ -53,7 +53,7 @@ pub fn decode(input: &[u8], opts: DecodeOptions) -> Decoded {
     let mut out = Decoded::default();
     let mut origin = 0usize;
     if opts.startup {
-        match startup::parse_with(input, &ParseOptions::new(None)) {
+        match startup_frame::parse_with(input, &ParseOptions::new(None)) {
             Ok(Parsed::Frame { frame, consumed }) => {
                 out.push(startup_record(&frame, consumed));
                 origin = consumed;

@@ -21,7 +21,7 @@ use std::net::SocketAddrV4;
 use serde_json::{json, Map, Value};
 use smoltcp::wire::{EthernetFrame, EthernetProtocol, IpProtocol, Ipv4Packet, TcpPacket};
 use wire::mpa::fpdu::FpduMode;
-use wire::mpa::startup::{self, FrameKind, ParseOptions, Parsed};
+use wire::mpa::startup_frame::{self, FrameKind, ParseOptions, Parsed};
 
 use crate::decode::{self, DecodeOptions, Decoded, Record};
 
@@ -548,7 +548,7 @@ fn decode_conn(n: usize, c: &Conn, times: &[f64], out: &mut PcapDecoded) {
     }
     out.mpa_connections += 1;
     // Which direction holds the Request: the initiator's.
-    let parse_frame = |d: &[u8]| match startup::parse_with(d, &ParseOptions::new(None)) {
+    let parse_frame = |d: &[u8]| match startup_frame::parse_with(d, &ParseOptions::new(None)) {
         Ok(Parsed::Frame { frame, .. }) => Some(frame),
         _ => None,
     };
@@ -615,7 +615,7 @@ fn decode_conn(n: usize, c: &Conn, times: &[f64], out: &mut PcapDecoded) {
                 ),
             })));
         } else {
-            let startup_len = match startup::parse_with(&s.data, &ParseOptions::new(None)) {
+            let startup_len = match startup_frame::parse_with(&s.data, &ParseOptions::new(None)) {
                 Ok(Parsed::Frame { consumed, .. }) => consumed,
                 _ => s.data.len(),
             };

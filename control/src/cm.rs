@@ -37,7 +37,7 @@ use dataplane::limits::Limits;
 use dataplane::rings::{
     CloseReason, ConnId, CoreCmd, CoreEvent, QpPublish, QpRingState, QpRings, CONN_ID_ACTIVE,
 };
-use proto::rdma::QpConfig;
+use proto::qp::QpConfig;
 use proto::tcp::FourTuple;
 
 use proto::startup::{

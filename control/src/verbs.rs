@@ -10,7 +10,7 @@
 //!
 //! ```no_run
 //! # use control::verbs::*;
-//! # use proto::rdma::Access;
+//! # use proto::qp::Access;
 //! # fn demo(dev: &Device) -> Result<(), Box<dyn std::error::Error>> {
 //! let pd = dev.alloc_pd();
 //! let mr = pd.reg_mr(4096, Access::LOCAL_WRITE | Access::REMOTE_WRITE)?;
@@ -33,7 +33,7 @@ pub use dataplane::limits::Limits;
 use dataplane::port::Port;
 pub use dataplane::rings::{ConnId, QpRingState, Terminates};
 use dataplane::rings::{CqRing, QpRings};
-pub use proto::rdma::{
+pub use proto::qp::{
     Access, Completion, MemoryRegion, MrError, MrTable, RecvWr, SendOp, SendWr, Sge, WcOpcode,
     WcStatus,
 };

@@ -5,7 +5,7 @@ mod e2e;
 
 use control::verbs::*;
 use e2e::*;
-use proto::rdma::Access;
+use proto::qp::Access;
 use proto::startup::{RtrType, RtrTypes};
 
 #[derive(Debug, Clone, Copy)]

@@ -21,7 +21,7 @@
 use std::time::Duration;
 
 use wire::mpa::fpdu::{CRC_LEN, MARKER_INTERVAL, MARKER_LEN, ULPDU_LENGTH_LEN};
-use wire::mpa::startup::{HEADER_LEN, MAX_PD_LENGTH};
+use wire::mpa::startup_frame::{HEADER_LEN, MAX_PD_LENGTH};
 
 /// The largest FPDU a peer can send: a 65535-octet ULPDU (the largest ULPDU_Length),
 /// PAD, CRC, and a marker in every 512 octets.

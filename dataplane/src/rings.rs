@@ -28,7 +28,7 @@ use std::sync::{Arc, OnceLock};
 
 use crossbeam::queue::ArrayQueue;
 
-use proto::rdma::{Completion, QpConfig, RecvWr, SendWr};
+use proto::qp::{Completion, QpConfig, RecvWr, SendWr};
 use proto::tcp::FourTuple;
 use wire::mpa::fpdu::FpduMode;
 use wire::rdmap::Terminate;

@@ -45,7 +45,7 @@ use std::time::Duration;
 use wire::mpa::deframe::{DeframeError, Deframer};
 pub use wire::mpa::fpdu::FpduMode;
 use wire::mpa::fpdu::Framer;
-pub use wire::mpa::startup::{
+pub use wire::mpa::startup_frame::{
     Dialect, EnhancedData, FrameKind, RtrType, RtrTypes, StartupFrame, StartupFrameError,
     IRD_ORD_NO_NEGOTIATION, MAX_IRD_ORD,
 };

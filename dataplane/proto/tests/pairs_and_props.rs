@@ -11,7 +11,7 @@ use proto::startup::{
     AcceptParams, CloseKind, Initiator, InitiatorConfig, Output, Responder, ResponderConfig,
     RtrType, RtrTypes, IRD_ORD_NO_NEGOTIATION,
 };
-use wire::mpa::startup::{Dialect, RTR_KEY_AS_PRINTED};
+use wire::mpa::startup_frame::{Dialect, RTR_KEY_AS_PRINTED};
 
 const NN: u16 = IRD_ORD_NO_NEGOTIATION;
 

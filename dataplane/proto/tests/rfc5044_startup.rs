@@ -11,7 +11,7 @@ use proto::startup::{
     MpaErrorCode, Output, Responder, ResponderConfig, ResponderState, Role, StartupError,
     StartupFrameError, Waiting,
 };
-use wire::mpa::startup::FrameKind;
+use wire::mpa::startup_frame::FrameKind;
 
 fn rev1_initiator() -> InitiatorConfig {
     InitiatorConfig {
@@ -282,8 +282,8 @@ fn rule1_initiator_sends_valid_request_at_start() {
     assert_eq!(outs.len(), 1);
     let b = sent(&outs);
     assert!(matches!(
-        wire::mpa::startup::parse(&b, Some(FrameKind::Request)),
-        Ok(wire::mpa::startup::Parsed::Frame { consumed, .. }) if consumed == b.len()
+        wire::mpa::startup_frame::parse(&b, Some(FrameKind::Request)),
+        Ok(wire::mpa::startup_frame::Parsed::Frame { consumed, .. }) if consumed == b.len()
     ));
 }
 

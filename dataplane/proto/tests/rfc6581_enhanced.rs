@@ -11,7 +11,7 @@ use proto::startup::{
     FpduMode, Initiator, InitiatorConfig, MpaErrorCode, Output, Responder, ResponderConfig,
     RtrType, RtrTypes, StartupError, StartupFrameError, Waiting, IRD_ORD_NO_NEGOTIATION,
 };
-use wire::mpa::startup::{parse, Dialect, FrameKind, Parsed, StartupFrame};
+use wire::mpa::startup_frame::{parse, Dialect, FrameKind, Parsed, StartupFrame};
 use wire::rdmap::{parse_segment, Body};
 
 const NN: u16 = IRD_ORD_NO_NEGOTIATION;

@@ -44,7 +44,7 @@ use crate::port::{Port, PortStats, RxChecksum};
 use crate::rings::{
     CloseReason, ConnId, CoreCmd, CoreEvent, Doorbells, QpPublish, QpRingState, QpRings, Terminates,
 };
-use proto::rdma::{MrTable, Qp, QpState, RecvWr, SendWr, WcOpcode};
+use proto::qp::{MrTable, Qp, QpState, RecvWr, SendWr, WcOpcode};
 use proto::tcp::{
     self, Accepted, Connection, FourTuple, IsnGenerator, Listener, SynPolicy, TimeWait,
     TimeWaitAction,

@@ -553,118 +553,37 @@ impl fmt::Display for DdpParseError {
 
 impl std::error::Error for DdpParseError {}
 
-/// Tagged Buffer Error codes (DDP layer, error type 0x1; RFC 5041 section 7.2).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-#[repr(u8)]
-pub enum TaggedBufferError {
-    /// 0x00: Invalid STag.
-    InvalidStag = 0x00,
-    /// 0x01: Base or bounds violation.
-    BaseOrBoundsViolation = 0x01,
-    /// 0x02: STag not associated with DDP Stream.
-    StagNotAssociated = 0x02,
-    /// 0x03: TO wrap.
-    ToWrap = 0x03,
-    /// 0x04: Invalid DDP version.
-    InvalidDdpVersion = 0x04,
-}
-
-impl TaggedBufferError {
-    /// Every code, in code order.
-    pub const ALL: [TaggedBufferError; 5] = [
-        TaggedBufferError::InvalidStag,
-        TaggedBufferError::BaseOrBoundsViolation,
-        TaggedBufferError::StagNotAssociated,
-        TaggedBufferError::ToWrap,
-        TaggedBufferError::InvalidDdpVersion,
-    ];
-
-    /// The Error Code octet.
-    pub const fn code(self) -> u8 {
-        self as u8
-    }
-
-    /// The error for an Error Code octet, `None` if RFC 5041 defines no such code.
-    pub const fn from_code(code: u8) -> Option<Self> {
-        Some(match code {
-            0x00 => TaggedBufferError::InvalidStag,
-            0x01 => TaggedBufferError::BaseOrBoundsViolation,
-            0x02 => TaggedBufferError::StagNotAssociated,
-            0x03 => TaggedBufferError::ToWrap,
-            0x04 => TaggedBufferError::InvalidDdpVersion,
-            _ => return None,
-        })
-    }
-
-    /// The RFC name of the error.
-    pub const fn description(self) -> &'static str {
-        match self {
-            TaggedBufferError::InvalidStag => "Invalid STag",
-            TaggedBufferError::BaseOrBoundsViolation => "Base or bounds violation",
-            TaggedBufferError::StagNotAssociated => "STag not associated with DDP Stream",
-            TaggedBufferError::ToWrap => "TO wrap",
-            TaggedBufferError::InvalidDdpVersion => "Invalid DDP version",
-        }
+code_table! {
+    /// Tagged Buffer Error codes (DDP layer, error type 0x1; RFC 5041 section 7.2).
+    pub enum TaggedBufferError => description {
+        /// 0x00: Invalid STag.
+        InvalidStag = 0x00 => "Invalid STag",
+        /// 0x01: Base or bounds violation.
+        BaseOrBoundsViolation = 0x01 => "Base or bounds violation",
+        /// 0x02: STag not associated with DDP Stream.
+        StagNotAssociated = 0x02 => "STag not associated with DDP Stream",
+        /// 0x03: TO wrap.
+        ToWrap = 0x03 => "TO wrap",
+        /// 0x04: Invalid DDP version.
+        InvalidDdpVersion = 0x04 => "Invalid DDP version",
     }
 }
 
-/// Untagged Buffer Error codes (DDP layer, error type 0x2; RFC 5041 section 7.2).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-#[repr(u8)]
-pub enum UntaggedBufferError {
-    /// 0x01: Invalid QN.
-    InvalidQn = 0x01,
-    /// 0x02: Invalid MSN - no buffer available.
-    InvalidMsnNoBuffer = 0x02,
-    /// 0x03: Invalid MSN - MSN range is not valid.
-    InvalidMsnRange = 0x03,
-    /// 0x04: Invalid MO.
-    InvalidMo = 0x04,
-    /// 0x05: DDP Message too long for available buffer.
-    MessageTooLong = 0x05,
-    /// 0x06: Invalid DDP version.
-    InvalidDdpVersion = 0x06,
-}
-
-impl UntaggedBufferError {
-    /// Every code, in code order.
-    pub const ALL: [UntaggedBufferError; 6] = [
-        UntaggedBufferError::InvalidQn,
-        UntaggedBufferError::InvalidMsnNoBuffer,
-        UntaggedBufferError::InvalidMsnRange,
-        UntaggedBufferError::InvalidMo,
-        UntaggedBufferError::MessageTooLong,
-        UntaggedBufferError::InvalidDdpVersion,
-    ];
-
-    /// The Error Code octet.
-    pub const fn code(self) -> u8 {
-        self as u8
-    }
-
-    /// The error for an Error Code octet, `None` if RFC 5041 defines no such code.
-    pub const fn from_code(code: u8) -> Option<Self> {
-        Some(match code {
-            0x01 => UntaggedBufferError::InvalidQn,
-            0x02 => UntaggedBufferError::InvalidMsnNoBuffer,
-            0x03 => UntaggedBufferError::InvalidMsnRange,
-            0x04 => UntaggedBufferError::InvalidMo,
-            0x05 => UntaggedBufferError::MessageTooLong,
-            0x06 => UntaggedBufferError::InvalidDdpVersion,
-            _ => return None,
-        })
-    }
-
-    /// The RFC name of the error.
-    pub const fn description(self) -> &'static str {
-        match self {
-            UntaggedBufferError::InvalidQn => "Invalid QN",
-            UntaggedBufferError::InvalidMsnNoBuffer => "Invalid MSN - no buffer available",
-            UntaggedBufferError::InvalidMsnRange => "Invalid MSN - MSN range is not valid",
-            UntaggedBufferError::InvalidMo => "Invalid MO",
-            UntaggedBufferError::MessageTooLong => "DDP Message too long for available buffer",
-            UntaggedBufferError::InvalidDdpVersion => "Invalid DDP version",
-        }
+code_table! {
+    /// Untagged Buffer Error codes (DDP layer, error type 0x2; RFC 5041 section 7.2).
+    pub enum UntaggedBufferError => description {
+        /// 0x01: Invalid QN.
+        InvalidQn = 0x01 => "Invalid QN",
+        /// 0x02: Invalid MSN - no buffer available.
+        InvalidMsnNoBuffer = 0x02 => "Invalid MSN - no buffer available",
+        /// 0x03: Invalid MSN - MSN range is not valid.
+        InvalidMsnRange = 0x03 => "Invalid MSN - MSN range is not valid",
+        /// 0x04: Invalid MO.
+        InvalidMo = 0x04 => "Invalid MO",
+        /// 0x05: DDP Message too long for available buffer.
+        MessageTooLong = 0x05 => "DDP Message too long for available buffer",
+        /// 0x06: Invalid DDP version.
+        InvalidDdpVersion = 0x06 => "Invalid DDP version",
     }
 }
 

@@ -101,77 +101,30 @@ pub const HDRCT_R: u8 = 0x20;
 // Opcodes and the RDMAP control field
 // ---------------------------------------------------------------------------------------
 
-/// The eight RDMAP opcodes of RFC 5040 section 4.2.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
-#[repr(u8)]
-pub enum Opcode {
-    /// 0000: RDMA Write (tagged).
-    RdmaWrite = 0,
-    /// 0001: RDMA Read Request (untagged, QN 1).
-    RdmaReadRequest = 1,
-    /// 0010: RDMA Read Response (tagged).
-    RdmaReadResponse = 2,
-    /// 0011: Send (untagged, QN 0).
-    Send = 3,
-    /// 0100: Send with Invalidate (untagged, QN 0).
-    SendWithInvalidate = 4,
-    /// 0101: Send with Solicited Event (untagged, QN 0).
-    SendWithSe = 5,
-    /// 0110: Send with Solicited Event and Invalidate (untagged, QN 0).
-    SendWithSeAndInvalidate = 6,
-    /// 0111: Terminate (untagged, QN 2, L = 1).
-    Terminate = 7,
+code_table! {
+    /// The eight RDMAP opcodes of RFC 5040 section 4.2.
+    #[derive(PartialOrd, Ord)]
+    pub enum Opcode => name {
+        /// 0000: RDMA Write (tagged).
+        RdmaWrite = 0 => "rdma_write",
+        /// 0001: RDMA Read Request (untagged, QN 1).
+        RdmaReadRequest = 1 => "rdma_read_request",
+        /// 0010: RDMA Read Response (tagged).
+        RdmaReadResponse = 2 => "rdma_read_response",
+        /// 0011: Send (untagged, QN 0).
+        Send = 3 => "send",
+        /// 0100: Send with Invalidate (untagged, QN 0).
+        SendWithInvalidate = 4 => "send_with_invalidate",
+        /// 0101: Send with Solicited Event (untagged, QN 0).
+        SendWithSe = 5 => "send_with_se",
+        /// 0110: Send with Solicited Event and Invalidate (untagged, QN 0).
+        SendWithSeAndInvalidate = 6 => "send_with_se_and_invalidate",
+        /// 0111: Terminate (untagged, QN 2, L = 1).
+        Terminate = 7 => "terminate",
+    }
 }
 
 impl Opcode {
-    /// Every opcode, in code order.
-    pub const ALL: [Opcode; 8] = [
-        Opcode::RdmaWrite,
-        Opcode::RdmaReadRequest,
-        Opcode::RdmaReadResponse,
-        Opcode::Send,
-        Opcode::SendWithInvalidate,
-        Opcode::SendWithSe,
-        Opcode::SendWithSeAndInvalidate,
-        Opcode::Terminate,
-    ];
-
-    /// The 4-bit opcode value.
-    pub const fn code(self) -> u8 {
-        self as u8
-    }
-
-    /// The opcode for a 4-bit value; `None` for 8..=15, which RFC 5040 does not define.
-    pub const fn from_code(code: u8) -> Option<Self> {
-        Some(match code {
-            0 => Opcode::RdmaWrite,
-            1 => Opcode::RdmaReadRequest,
-            2 => Opcode::RdmaReadResponse,
-            3 => Opcode::Send,
-            4 => Opcode::SendWithInvalidate,
-            5 => Opcode::SendWithSe,
-            6 => Opcode::SendWithSeAndInvalidate,
-            7 => Opcode::Terminate,
-            _ => return None,
-        })
-    }
-
-    /// The snake_case name the wire decoder prints: `"rdma_write"`, `"rdma_read_request"`,
-    /// `"rdma_read_response"`, `"send"`, `"send_with_invalidate"`, `"send_with_se"`,
-    /// `"send_with_se_and_invalidate"`, `"terminate"`.
-    pub const fn name(&self) -> &'static str {
-        match self {
-            Opcode::RdmaWrite => "rdma_write",
-            Opcode::RdmaReadRequest => "rdma_read_request",
-            Opcode::RdmaReadResponse => "rdma_read_response",
-            Opcode::Send => "send",
-            Opcode::SendWithInvalidate => "send_with_invalidate",
-            Opcode::SendWithSe => "send_with_se",
-            Opcode::SendWithSeAndInvalidate => "send_with_se_and_invalidate",
-            Opcode::Terminate => "terminate",
-        }
-    }
-
     /// The DDP buffer model the opcode uses.
     pub const fn model(self) -> BufferModel {
         match self {
@@ -402,130 +355,41 @@ impl std::error::Error for WrongLength {}
 // Error layers, types and codes
 // ---------------------------------------------------------------------------------------
 
-/// Remote Protection Error codes (RDMAP layer, error type 0x1; RFC 5040 section 7).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-#[repr(u8)]
-pub enum RemoteProtectionError {
-    /// 0x00: Invalid STag.
-    InvalidStag = 0x00,
-    /// 0x01: Base or bounds violation.
-    BaseOrBoundsViolation = 0x01,
-    /// 0x02: Access rights violation.
-    AccessRightsViolation = 0x02,
-    /// 0x03: STag not associated with RDMAP Stream.
-    StagNotAssociated = 0x03,
-    /// 0x04: TO wrap.
-    ToWrap = 0x04,
-    /// 0x09: STag cannot be Invalidated.
-    StagCannotBeInvalidated = 0x09,
-    /// 0xFF: Unspecified Error.
-    Unspecified = 0xFF,
-}
-
-impl RemoteProtectionError {
-    /// Every code, in code order.
-    pub const ALL: [RemoteProtectionError; 7] = [
-        RemoteProtectionError::InvalidStag,
-        RemoteProtectionError::BaseOrBoundsViolation,
-        RemoteProtectionError::AccessRightsViolation,
-        RemoteProtectionError::StagNotAssociated,
-        RemoteProtectionError::ToWrap,
-        RemoteProtectionError::StagCannotBeInvalidated,
-        RemoteProtectionError::Unspecified,
-    ];
-
-    /// The Error Code octet.
-    pub const fn code(self) -> u8 {
-        self as u8
-    }
-
-    /// The error for an Error Code octet, `None` if RFC 5040 defines no such code.
-    pub const fn from_code(code: u8) -> Option<Self> {
-        Some(match code {
-            0x00 => RemoteProtectionError::InvalidStag,
-            0x01 => RemoteProtectionError::BaseOrBoundsViolation,
-            0x02 => RemoteProtectionError::AccessRightsViolation,
-            0x03 => RemoteProtectionError::StagNotAssociated,
-            0x04 => RemoteProtectionError::ToWrap,
-            0x09 => RemoteProtectionError::StagCannotBeInvalidated,
-            0xFF => RemoteProtectionError::Unspecified,
-            _ => return None,
-        })
-    }
-
-    /// The RFC name of the error.
-    pub const fn description(self) -> &'static str {
-        match self {
-            RemoteProtectionError::InvalidStag => "Invalid STag",
-            RemoteProtectionError::BaseOrBoundsViolation => "Base or bounds violation",
-            RemoteProtectionError::AccessRightsViolation => "Access rights violation",
-            RemoteProtectionError::StagNotAssociated => "STag not associated with RDMAP Stream",
-            RemoteProtectionError::ToWrap => "TO wrap",
-            RemoteProtectionError::StagCannotBeInvalidated => "STag cannot be Invalidated",
-            RemoteProtectionError::Unspecified => "Unspecified Error",
-        }
+code_table! {
+    /// Remote Protection Error codes (RDMAP layer, error type 0x1; RFC 5040 section 7).
+    pub enum RemoteProtectionError => description {
+        /// 0x00: Invalid STag.
+        InvalidStag = 0x00 => "Invalid STag",
+        /// 0x01: Base or bounds violation.
+        BaseOrBoundsViolation = 0x01 => "Base or bounds violation",
+        /// 0x02: Access rights violation.
+        AccessRightsViolation = 0x02 => "Access rights violation",
+        /// 0x03: STag not associated with RDMAP Stream.
+        StagNotAssociated = 0x03 => "STag not associated with RDMAP Stream",
+        /// 0x04: TO wrap.
+        ToWrap = 0x04 => "TO wrap",
+        /// 0x09: STag cannot be Invalidated.
+        StagCannotBeInvalidated = 0x09 => "STag cannot be Invalidated",
+        /// 0xFF: Unspecified Error.
+        Unspecified = 0xFF => "Unspecified Error",
     }
 }
 
-/// Remote Operation Error codes (RDMAP layer, error type 0x2; RFC 5040 section 7).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-#[repr(u8)]
-pub enum RemoteOperationError {
-    /// 0x05: Invalid RDMAP version.
-    InvalidRdmapVersion = 0x05,
-    /// 0x06: Unexpected OpCode.
-    UnexpectedOpcode = 0x06,
-    /// 0x07: Catastrophic error, localized to RDMAP Stream.
-    CatastrophicLocalized = 0x07,
-    /// 0x08: Catastrophic error, global.
-    CatastrophicGlobal = 0x08,
-    /// 0x09: STag cannot be Invalidated.
-    StagCannotBeInvalidated = 0x09,
-    /// 0xFF: Unspecified Error.
-    Unspecified = 0xFF,
-}
-
-impl RemoteOperationError {
-    /// Every code, in code order.
-    pub const ALL: [RemoteOperationError; 6] = [
-        RemoteOperationError::InvalidRdmapVersion,
-        RemoteOperationError::UnexpectedOpcode,
-        RemoteOperationError::CatastrophicLocalized,
-        RemoteOperationError::CatastrophicGlobal,
-        RemoteOperationError::StagCannotBeInvalidated,
-        RemoteOperationError::Unspecified,
-    ];
-
-    /// The Error Code octet.
-    pub const fn code(self) -> u8 {
-        self as u8
-    }
-
-    /// The error for an Error Code octet, `None` if RFC 5040 defines no such code.
-    pub const fn from_code(code: u8) -> Option<Self> {
-        Some(match code {
-            0x05 => RemoteOperationError::InvalidRdmapVersion,
-            0x06 => RemoteOperationError::UnexpectedOpcode,
-            0x07 => RemoteOperationError::CatastrophicLocalized,
-            0x08 => RemoteOperationError::CatastrophicGlobal,
-            0x09 => RemoteOperationError::StagCannotBeInvalidated,
-            0xFF => RemoteOperationError::Unspecified,
-            _ => return None,
-        })
-    }
-
-    /// The RFC name of the error.
-    pub const fn description(self) -> &'static str {
-        match self {
-            RemoteOperationError::InvalidRdmapVersion => "Invalid RDMAP version",
-            RemoteOperationError::UnexpectedOpcode => "Unexpected OpCode",
-            RemoteOperationError::CatastrophicLocalized => {
-                "Catastrophic error, localized to RDMAP Stream"
-            }
-            RemoteOperationError::CatastrophicGlobal => "Catastrophic error, global",
-            RemoteOperationError::StagCannotBeInvalidated => "STag cannot be Invalidated",
-            RemoteOperationError::Unspecified => "Unspecified Error",
-        }
+code_table! {
+    /// Remote Operation Error codes (RDMAP layer, error type 0x2; RFC 5040 section 7).
+    pub enum RemoteOperationError => description {
+        /// 0x05: Invalid RDMAP version.
+        InvalidRdmapVersion = 0x05 => "Invalid RDMAP version",
+        /// 0x06: Unexpected OpCode.
+        UnexpectedOpcode = 0x06 => "Unexpected OpCode",
+        /// 0x07: Catastrophic error, localized to RDMAP Stream.
+        CatastrophicLocalized = 0x07 => "Catastrophic error, localized to RDMAP Stream",
+        /// 0x08: Catastrophic error, global.
+        CatastrophicGlobal = 0x08 => "Catastrophic error, global",
+        /// 0x09: STag cannot be Invalidated.
+        StagCannotBeInvalidated = 0x09 => "STag cannot be Invalidated",
+        /// 0xFF: Unspecified Error.
+        Unspecified = 0xFF => "Unspecified Error",
     }
 }
 
@@ -1525,6 +1389,13 @@ fn parse_read_request(h: &UntaggedHeader, payload: &[u8]) -> Result<ReadRequest,
 /// An RDMA Read Request ULPDU: untagged, QN 1, the given MSN, MO 0, L = 1, `req` as
 /// payload (46 octets).
 pub fn read_request_ulpdu(msn: u32, req: &ReadRequest) -> Vec<u8> {
+    let mut v = Vec::with_capacity(ddp::UNTAGGED_HEADER_LEN + READ_REQUEST_LEN);
+    append_read_request_ulpdu(&mut v, msn, req);
+    v
+}
+
+/// Appends the RDMA Read Request ULPDU of [`read_request_ulpdu`] to `out`.
+pub fn append_read_request_ulpdu(out: &mut Vec<u8>, msn: u32, req: &ReadRequest) {
     let header = UntaggedHeader {
         last: true,
         rsvd_ulp: Opcode::RdmaReadRequest.rdmap_control(),
@@ -1533,10 +1404,8 @@ pub fn read_request_ulpdu(msn: u32, req: &ReadRequest) -> Vec<u8> {
         msn,
         mo: 0,
     };
-    let mut v = Vec::with_capacity(ddp::UNTAGGED_HEADER_LEN + READ_REQUEST_LEN);
-    v.extend_from_slice(&header.to_bytes());
-    req.append_to(&mut v);
-    v
+    out.extend_from_slice(&header.to_bytes());
+    req.append_to(out);
 }
 
 /// The RFC 6581 zero-length Send RTR: untagged, QN 0, the given MSN, MO 0, L = 1, opcode

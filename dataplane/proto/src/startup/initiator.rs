@@ -3,7 +3,7 @@
 use std::time::{Duration, Instant};
 
 use wire::mpa::fpdu::Framer;
-use wire::mpa::startup::{
+use wire::mpa::startup_frame::{
     incomplete_at_close, parse_with, Flags, ParseOptions, Parsed, MAX_PD_LENGTH, REV_1, REV_2,
 };
 

@@ -10,7 +10,7 @@ use proto::startup::{
 use wire::mpa::deframe::Deframer;
 use wire::mpa::fpdu::Framer;
 
-pub use wire::mpa::startup::{REPLY_KEY, REQUEST_KEY};
+pub use wire::mpa::startup_frame::{REPLY_KEY, REQUEST_KEY};
 
 pub fn hex(s: &str) -> Vec<u8> {
     let s: String = s.chars().filter(|c| c.is_ascii_hexdigit()).collect();

@@ -79,8 +79,8 @@ use std::sync::Arc;
 
 use super::mr::{Access, MemoryRegion, MrError, MrTable};
 use wire::ddp::{
-    DdpError, TaggedBufferError, TaggedHeader, UntaggedBufferError, UntaggedHeader,
-    QN_READ_REQUEST, QN_SEND, TAGGED_HEADER_LEN, UNTAGGED_HEADER_LEN,
+    DdpError, TaggedBufferError, TaggedHeader, UntaggedBufferError, UntaggedHeader, QN_SEND,
+    TAGGED_HEADER_LEN, UNTAGGED_HEADER_LEN,
 };
 use wire::rdmap::{
     self, Body, Opcode, RdmapError, RdmapParseError, ReadRequest, RemoteOperationError,
@@ -844,18 +844,7 @@ impl Qp {
                 source_stag: remote_stag,
                 source_to: remote_to,
             };
-            out.extend_from_slice(
-                &UntaggedHeader {
-                    last: true,
-                    rsvd_ulp: Opcode::RdmaReadRequest.rdmap_control(),
-                    rsvd_ulp2: 0,
-                    qn: QN_READ_REQUEST,
-                    msn,
-                    mo: 0,
-                }
-                .to_bytes(),
-            );
-            req.append_to(out);
+            rdmap::append_read_request_ulpdu(out, msn, &req);
             self.out_reads.push_back(OutRead {
                 seq,
                 sink_mr: m.mr.take(),
