@@ -16,10 +16,11 @@ use std::fmt;
 use std::net::Ipv4Addr;
 use std::time::Duration;
 
-use appconfig::{Config, Driver, Mpa, MpaDialect, RtrType as CfgRtr};
+use appconfig::{Config, Driver, Mpa};
 use control::verbs::Device;
 use dataplane::lcore::Core;
-use proto::startup::{Dialect, InitiatorConfig, ResponderConfig, RtrType, RtrTypes};
+use proto::rtr::{RtrType, RtrTypes, DEFAULT_RTR_PREFERENCE};
+use proto::startup::{InitiatorConfig, ResponderConfig};
 use proto::tcp;
 
 /// Why a deployment could not be opened or run.
@@ -128,35 +129,23 @@ pub fn tcp_config(t: &appconfig::Tcp, mtu: usize) -> tcp::Config {
     }
 }
 
-fn dialect(d: MpaDialect) -> Dialect {
-    match d {
-        MpaDialect::Rfc6581 => Dialect::Rfc6581,
-        MpaDialect::Draft2010 => Dialect::Draft2010,
-        MpaDialect::RtrFrame2007 => Dialect::RtrFrame2007,
-    }
-}
-
-fn rtr_types(types: &[CfgRtr]) -> (RtrTypes, [RtrType; 3]) {
-    let map = |t: &CfgRtr| match t {
-        CfgRtr::Write => RtrType::Write,
-        CfgRtr::Read => RtrType::Read,
-        CfgRtr::Send => RtrType::Send,
-    };
-    let mut pref: Vec<RtrType> = types.iter().map(map).collect();
-    for t in [RtrType::Write, RtrType::Read, RtrType::Send] {
+/// The RTR types of a file's list, and the order of preference it gives (the types it
+/// leaves out follow, Write, Read, Send).
+fn rtr_types(types: &[RtrType]) -> (RtrTypes, [RtrType; 3]) {
+    let mut pref: Vec<RtrType> = types.to_vec();
+    for t in DEFAULT_RTR_PREFERENCE {
         if !pref.contains(&t) {
             pref.push(t);
         }
     }
-    let set = RtrTypes::from_types(&types.iter().map(map).collect::<Vec<_>>());
-    (set, [pref[0], pref[1], pref[2]])
+    (RtrTypes::from_types(types), [pref[0], pref[1], pref[2]])
 }
 
 /// The MPA Initiator configuration of the file's `[mpa]` policy.
 pub fn initiator_config(m: &Mpa) -> InitiatorConfig {
     let (types, preference) = rtr_types(&m.rtr_types);
     InitiatorConfig {
-        dialect: dialect(m.dialect),
+        dialect: m.dialect,
         markers: m.markers,
         crc: m.crc,
         enhanced: m.rev >= 2,
@@ -176,7 +165,7 @@ pub fn initiator_config(m: &Mpa) -> InitiatorConfig {
 pub fn responder_config(m: &Mpa) -> ResponderConfig {
     let (types, preference) = rtr_types(&m.rtr_types);
     ResponderConfig {
-        dialect: dialect(m.dialect),
+        dialect: m.dialect,
         markers: m.markers,
         crc: m.crc,
         rtr_types: types,
@@ -257,6 +246,40 @@ impl fmt::Debug for Node {
     }
 }
 
+/// The DPDK configuration of a deployment-file port whose device EAL names `device` (see
+/// [`appconfig::device_names`]): its MTU, ring sizes and MAC, the default mempool size;
+/// `tap` ports set their MAC in software; a memif server does not wait for its link. Only
+/// one rx and one tx queue are used whatever `rx_queues`/`tx_queues` say.
+#[cfg(feature = "dpdk")]
+pub fn port_config(port: &appconfig::Port, device: impl Into<String>) -> dpdk_port::PortConfig {
+    use dpdk_port::PortConfig;
+    PortConfig {
+        mtu: usize::from(port.mtu),
+        rx_ring: port.rx_ring,
+        tx_ring: port.tx_ring,
+        mempool_size: PortConfig::default_mempool_size(port.rx_ring, port.tx_ring),
+        mac: port.mac.map(|m| m.0),
+        software_mac: port.driver == Driver::Tap,
+        checksum_offload: port.checksum_offload,
+        // DPDK's memif role defaults to server.
+        wait_for_link: !(port.driver == Driver::Memif
+            && port.role != Some(appconfig::MemifRole::Client)),
+        tx_zero_copy: port.tx_zero_copy,
+        ..PortConfig::new(device)
+    }
+}
+
+/// [`port_config`] for every port of a deployment, with the device names EAL gives them;
+/// `None` for `mem` ports, which have no DPDK device.
+#[cfg(feature = "dpdk")]
+pub fn port_configs(ports: &[appconfig::Port]) -> Vec<Option<dpdk_port::PortConfig>> {
+    ports
+        .iter()
+        .zip(appconfig::device_names(ports))
+        .map(|(p, name)| name.map(|n| port_config(p, n)))
+        .collect()
+}
+
 /// Opens the node of `cfg` on port `port` (an index from [`select_port`]): starts EAL
 /// with [`Config::eal_argv`], opens the DPDK device, and builds its device and core.
 #[cfg(feature = "dpdk")]
@@ -264,13 +287,13 @@ pub fn open(cfg: &Config, port: usize) -> Result<Node, DeployError> {
     use dataplane::lcore::CoreConfig;
     use dataplane::net::NetConfig;
     use dataplane::port::Port;
-    use dpdk_port::{DpdkPort, Eal, PortConfig};
+    use dpdk_port::{DpdkPort, Eal};
 
     let p = cfg
         .ports
         .get(port)
         .ok_or_else(|| DeployError::Select(format!("no port {port}")))?;
-    let mut pcfg = PortConfig::from_ports(&cfg.ports)
+    let mut pcfg = port_configs(&cfg.ports)
         .swap_remove(port)
         .ok_or_else(|| DeployError::Select(format!("port {:?} has no DPDK device", p.name)))?;
     let eal = Eal::init(&cfg.eal_argv()).map_err(|e| DeployError::Dpdk(e.to_string()))?;
@@ -351,6 +374,77 @@ impl Node {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[cfg(feature = "dpdk")]
+    const DEPLOYMENT: &str = r#"
+[eal]
+memory_mb = 256
+
+[[ports]]
+name = "a"
+driver = "af_packet"
+iface = "eth1"
+ipv4 = "10.77.0.3/24"
+mtu = 9000
+rx_ring = 512
+tx_ring = 2048
+mac = "02:00:00:00:00:07"
+
+[[ports]]
+name = "t"
+driver = "tap"
+iface = "iwtap0"
+ipv4 = "10.78.0.3/24"
+tx_zero_copy = true
+
+[[ports]]
+name = "n"
+driver = "pci"
+pci_addr = "01:00.0"
+ipv4 = "10.79.0.3/24"
+
+[[ports]]
+name = "a2"
+driver = "af_packet"
+iface = "eth2"
+ipv4 = "10.80.0.3/24"
+
+[[lcores]]
+id = 1
+ports = ["a", "t", "n", "a2"]
+"#;
+
+    #[cfg(feature = "dpdk")]
+    #[test]
+    fn from_ports_maps_a_deployment() {
+        let cfg = appconfig::from_str(DEPLOYMENT, "test.toml").unwrap_or_else(|e| panic!("{e}"));
+        let ports = port_configs(&cfg.ports);
+        assert_eq!(ports.len(), 4);
+        let a = ports[0].as_ref().expect("af_packet port");
+        assert_eq!(a.device, "net_af_packet0");
+        assert_eq!(a.mtu, 9000);
+        assert_eq!((a.rx_ring, a.tx_ring), (512, 2048));
+        assert_eq!(a.mac, Some([2, 0, 0, 0, 0, 7]));
+        assert_eq!(
+            a.mempool_size,
+            dpdk_port::PortConfig::default_mempool_size(512, 2048)
+        );
+        assert_eq!(a.validate(), Ok(()));
+        assert!(!a.tx_zero_copy, "copying is the default");
+        let t = ports[1].as_ref().expect("tap port");
+        assert!(t.tx_zero_copy);
+        assert_eq!(t.device, "net_tap0");
+        assert_eq!(t.mtu, 1500);
+        assert_eq!(t.mac, None);
+        assert_eq!(ports[2].as_ref().expect("pci").device, "0000:01:00.0");
+        assert_eq!(
+            ports[3].as_ref().expect("af_packet").device,
+            "net_af_packet1"
+        );
+        let single = port_config(&cfg.ports[0], "x");
+        assert_eq!(single.device, "x");
+        assert_eq!(single.mtu, a.mtu);
+    }
 
     #[test]
     fn every_limits_key_and_the_first_fpdu_timeout_reach_the_core() {
@@ -458,7 +552,7 @@ ports = ["a", "b"]
             rev: 2,
             ird: 7,
             ord: 9,
-            rtr_types: vec![CfgRtr::Read, CfgRtr::Send],
+            rtr_types: vec![RtrType::Read, RtrType::Send],
             ..Mpa::default()
         };
         let i = initiator_config(&m);

@@ -57,7 +57,7 @@ fn sizes_and_counts_validated() {
 
 #[test]
 fn quiet_without_verbose_and_other_mpa_modes() {
-    use proto::startup::{RtrType, RtrTypes};
+    use proto::rtr::{RtrType, RtrTypes};
     // Client-server without CRC, and peer-to-peer with each RTR siw can send or pick.
     let mut modes = Vec::new();
     let mut no_crc = RpingOptions::default();

@@ -40,9 +40,10 @@ use dataplane::rings::{
 use proto::qp::QpConfig;
 use proto::tcp::FourTuple;
 
+use proto::ird_ord;
 use proto::startup::{
     AcceptParams, ApiError, CloseKind, Established, Event, Failure, Initiator, InitiatorConfig,
-    IrdOrd, Output, Rejected, RequestReceived, Responder, ResponderConfig, IRD_ORD_NO_NEGOTIATION,
+    Output, Rejected, RequestReceived, Responder, ResponderConfig,
 };
 
 /// The QP a connection will run, as the consumer created it.
@@ -329,16 +330,7 @@ impl fmt::Debug for ConnectionManager {
 }
 
 fn qp_config(qp: &QpSpec, e: &Established) -> (QpConfig, u16, u16) {
-    let (def_ird, def_ord) = qp.default_ird_ord;
-    let pick = |v: u16, d: u16| if v == IRD_ORD_NO_NEGOTIATION { d } else { v };
-    let (ird, ord) = match e.ird_ord {
-        Some(IrdOrd {
-            local_ird,
-            local_ord,
-            ..
-        }) => (pick(local_ird, def_ird), pick(local_ord, def_ord)),
-        None => (def_ird, def_ord),
-    };
+    let (ird, ord) = ird_ord::for_qp(e.ird_ord, qp.default_ird_ord);
     let m = |q: &proto::startup::QueueMsns| [q.send, q.read_request, q.terminate];
     (
         QpConfig {

@@ -40,7 +40,8 @@ pub use proto::qp::{
 
 use crate::cm::{self, CmHandle, CmRequest, QpSpec};
 pub use crate::cm::{CmError, ConnInfo, ConnRequest};
-pub use proto::startup::{AcceptParams, InitiatorConfig, ResponderConfig, RtrType, RtrTypes};
+pub use proto::rtr::{RtrType, RtrTypes};
+pub use proto::startup::{AcceptParams, InitiatorConfig, ResponderConfig};
 
 struct DeviceInner {
     mrs: Arc<MrTable>,

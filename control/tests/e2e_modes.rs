@@ -6,7 +6,7 @@ mod e2e;
 use control::verbs::*;
 use e2e::*;
 use proto::qp::Access;
-use proto::startup::{RtrType, RtrTypes};
+use proto::rtr::{RtrType, RtrTypes};
 
 #[derive(Debug, Clone, Copy)]
 struct Mode {

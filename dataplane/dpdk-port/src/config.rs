@@ -86,40 +86,6 @@ impl PortConfig {
         }
     }
 
-    /// The configuration of a deployment-file port whose DPDK device is `device` (see
-    /// [`appconfig::device_names`], or use [`PortConfig::from_ports`]): its MTU, ring
-    /// sizes and MAC, and [`PortConfig::default_mempool_size`]; `tap` ports use
-    /// [`PortConfig::software_mac`]. Only one rx and one tx
-    /// queue are used whatever `rx_queues`/`tx_queues` say.
-    pub fn from_appconfig(port: &appconfig::Port, device: impl Into<String>) -> Self {
-        PortConfig {
-            device: device.into(),
-            mtu: usize::from(port.mtu),
-            rx_ring: port.rx_ring,
-            tx_ring: port.tx_ring,
-            mempool_size: Self::default_mempool_size(port.rx_ring, port.tx_ring),
-            mac: port.mac.map(|m| m.0),
-            software_mac: port.driver == appconfig::Driver::Tap,
-            checksum_offload: port.checksum_offload,
-            link_timeout: DEFAULT_LINK_TIMEOUT,
-            // DPDK's memif role defaults to server.
-            wait_for_link: !(port.driver == appconfig::Driver::Memif
-                && port.role != Some(appconfig::MemifRole::Client)),
-            tx_zero_copy: port.tx_zero_copy,
-        }
-    }
-
-    /// [`PortConfig::from_appconfig`] for every port of a deployment, with the device
-    /// names EAL gives them (`appconfig::device_names`); `None` for `mem` ports, which
-    /// have no DPDK device.
-    pub fn from_ports(ports: &[appconfig::Port]) -> Vec<Option<PortConfig>> {
-        ports
-            .iter()
-            .zip(appconfig::device_names(ports))
-            .map(|(p, name)| name.map(|n| Self::from_appconfig(p, n)))
-            .collect()
-    }
-
     /// The smallest mempool that keeps both rings and the pending transmit frames
     /// supplied: `rx_ring + tx_ring + TX_PENDING + RX_BURST`.
     pub fn min_mempool_size(rx_ring: u16, tx_ring: u16) -> u32 {

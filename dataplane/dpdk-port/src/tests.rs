@@ -3,44 +3,6 @@
 
 use super::*;
 
-const DEPLOYMENT: &str = r#"
-[eal]
-memory_mb = 256
-
-[[ports]]
-name = "a"
-driver = "af_packet"
-iface = "eth1"
-ipv4 = "10.77.0.3/24"
-mtu = 9000
-rx_ring = 512
-tx_ring = 2048
-mac = "02:00:00:00:00:07"
-
-[[ports]]
-name = "t"
-driver = "tap"
-iface = "iwtap0"
-ipv4 = "10.78.0.3/24"
-tx_zero_copy = true
-
-[[ports]]
-name = "n"
-driver = "pci"
-pci_addr = "01:00.0"
-ipv4 = "10.79.0.3/24"
-
-[[ports]]
-name = "a2"
-driver = "af_packet"
-iface = "eth2"
-ipv4 = "10.80.0.3/24"
-
-[[lcores]]
-id = 1
-ports = ["a", "t", "n", "a2"]
-"#;
-
 #[test]
 fn new_has_the_defaults() {
     let c = PortConfig::new("net_af_packet0");
@@ -67,34 +29,6 @@ fn default_mempool_size_is_2k_minus_1_and_covers_the_minimum() {
         assert!(n >= PortConfig::min_mempool_size(rx, tx), "{rx} {tx}");
         assert!((n + 1).is_power_of_two());
     }
-}
-
-#[test]
-fn from_ports_maps_a_deployment() {
-    let cfg = appconfig::from_str(DEPLOYMENT, "test.toml").unwrap_or_else(|e| panic!("{e}"));
-    let ports = PortConfig::from_ports(&cfg.ports);
-    assert_eq!(ports.len(), 4);
-    let a = ports[0].as_ref().expect("af_packet port");
-    assert_eq!(a.device, "net_af_packet0");
-    assert_eq!(a.mtu, 9000);
-    assert_eq!((a.rx_ring, a.tx_ring), (512, 2048));
-    assert_eq!(a.mac, Some([2, 0, 0, 0, 0, 7]));
-    assert_eq!(a.mempool_size, PortConfig::default_mempool_size(512, 2048));
-    assert_eq!(a.validate(), Ok(()));
-    assert!(!a.tx_zero_copy, "copying is the default");
-    let t = ports[1].as_ref().expect("tap port");
-    assert!(t.tx_zero_copy);
-    assert_eq!(t.device, "net_tap0");
-    assert_eq!(t.mtu, 1500);
-    assert_eq!(t.mac, None);
-    assert_eq!(ports[2].as_ref().expect("pci").device, "0000:01:00.0");
-    assert_eq!(
-        ports[3].as_ref().expect("af_packet").device,
-        "net_af_packet1"
-    );
-    let single = PortConfig::from_appconfig(&cfg.ports[0], "x");
-    assert_eq!(single.device, "x");
-    assert_eq!(single.mtu, a.mtu);
 }
 
 #[test]

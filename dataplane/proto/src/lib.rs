@@ -12,6 +12,8 @@
 //! Everything they put on or take off the wire goes through the `wire` crate's codecs.
 #![forbid(unsafe_code)]
 
+pub mod ird_ord;
 pub mod qp;
+pub mod rtr;
 pub mod startup;
 pub mod tcp;

@@ -46,21 +46,17 @@ use wire::mpa::deframe::{DeframeError, Deframer};
 pub use wire::mpa::fpdu::FpduMode;
 use wire::mpa::fpdu::Framer;
 pub use wire::mpa::startup_frame::{
-    Dialect, EnhancedData, FrameKind, RtrType, RtrTypes, StartupFrame, StartupFrameError,
-    IRD_ORD_NO_NEGOTIATION, MAX_IRD_ORD,
+    Dialect, EnhancedData, FrameKind, StartupFrame, StartupFrameError,
 };
+
+use crate::ird_ord::IrdOrd;
+use crate::rtr::{RtrType, RtrTypes};
 pub use wire::mpa::MpaErrorCode;
 
 mod initiator;
-mod negotiate;
 mod responder;
-mod rtr;
 
 pub use initiator::{Initiator, InitiatorConfig, InitiatorState};
-pub use negotiate::{
-    choose_initiator_rtr, initiator_ird_ord, responder_ird_ord, responder_rtr_flags,
-    InitiatorIrdOrd, ResponderIrdOrd,
-};
 pub use responder::{AcceptParams, Responder, ResponderConfig, ResponderState};
 
 /// Default time an Initiator waits for the MPA Reply (like Linux siw's `MPAREQ_TIMEOUT`).
@@ -73,11 +69,11 @@ pub const DEFAULT_RTR_TIMEOUT: Duration = Duration::from_secs(10);
 /// Default time a client-server Responder waits for the Initiator's first FPDU after its
 /// Reply.
 pub const DEFAULT_FIRST_FPDU_TIMEOUT: Duration = Duration::from_secs(10);
-/// Default STag of the zero-length RDMA Write RTR and of the Read RTR's sink and source:
-/// 1, because hardware peers (Chelsio) reject tagged segments with STag 0; Linux siw sends 1.
-pub const DEFAULT_RTR_STAG: u32 = 1;
-/// Default RTR preference: Write, then Read, then Send (Linux siw's order).
-pub const DEFAULT_RTR_PREFERENCE: [RtrType; 3] = [RtrType::Write, RtrType::Read, RtrType::Send];
+/// Terminate, Layer 2 (LLP) / EType 0 (MPA) / `code`, no copied headers (M = D = R = 0):
+/// QN 2, MSN `msn`, MO 0, L = 1 (RFC 6581 section 8).
+pub(crate) fn mpa_terminate(code: MpaErrorCode, msn: u32) -> Vec<u8> {
+    wire::rdmap::terminate_ulpdu(&wire::rdmap::Terminate::llp_mpa(code), msn)
+}
 
 /// Which end of the MPA startup a machine plays (RFC 5044 7.1: the Initiator sends the
 /// Request; unrelated to which side opened TCP).
@@ -127,25 +123,6 @@ pub enum Event {
     Rejected(Box<Rejected>),
     /// Startup failed. Whether TCP is to be closed is said by an [`Output::Close`] next to it.
     Failed(Box<Failure>),
-}
-
-/// IRD/ORD as negotiated per RFC 6581 9.1, reported to the ULP as the RFC requires ("The
-/// responder and initiator MUST pass the peer's provided IRD and ORD values to the ULP").
-/// 0x3FFF ([`IRD_ORD_NO_NEGOTIATION`]) in a local value means "left to the ULP".
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub struct IrdOrd {
-    /// IRD the peer sent.
-    pub peer_ird: u16,
-    /// ORD the peer sent.
-    pub peer_ord: u16,
-    /// IRD this side sent.
-    pub sent_ird: u16,
-    /// ORD this side sent.
-    pub sent_ord: u16,
-    /// The local endpoint's IRD after negotiation.
-    pub local_ird: u16,
-    /// The local endpoint's ORD after negotiation.
-    pub local_ord: u16,
 }
 
 /// A valid MPA Request, as the Responder's ULP sees it.
@@ -498,7 +475,7 @@ pub fn local_catastrophic_terminate(framer: &mut Framer, msn: u32) -> Vec<u8> {
     let mut out = Vec::new();
     // A 22-octet ULPDU always frames.
     let _ = framer.frame(
-        &rtr::mpa_terminate(MpaErrorCode::LocalCatastrophic, msn),
+        &mpa_terminate(MpaErrorCode::LocalCatastrophic, msn),
         &mut out,
     );
     out

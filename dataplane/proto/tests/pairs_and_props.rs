@@ -7,9 +7,10 @@ use std::time::{Duration, Instant};
 
 use common::*;
 use proptest::prelude::*;
+use proto::ird_ord::IRD_ORD_NO_NEGOTIATION;
+use proto::rtr::{RtrType, RtrTypes};
 use proto::startup::{
     AcceptParams, CloseKind, Initiator, InitiatorConfig, Output, Responder, ResponderConfig,
-    RtrType, RtrTypes, IRD_ORD_NO_NEGOTIATION,
 };
 use wire::mpa::startup_frame::{Dialect, RTR_KEY_AS_PRINTED};
 

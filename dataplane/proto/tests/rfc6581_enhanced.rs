@@ -6,10 +6,12 @@ mod common;
 use std::time::{Duration, Instant};
 
 use common::*;
+use proto::ird_ord::IRD_ORD_NO_NEGOTIATION;
+use proto::rtr::{RtrType, RtrTypes};
 use proto::startup::{
     local_catastrophic_terminate, AcceptParams, ApiError, CloseKind, EnhancedData, Established,
     FpduMode, Initiator, InitiatorConfig, MpaErrorCode, Output, Responder, ResponderConfig,
-    RtrType, RtrTypes, StartupError, StartupFrameError, Waiting, IRD_ORD_NO_NEGOTIATION,
+    StartupError, StartupFrameError, Waiting,
 };
 use wire::mpa::startup_frame::{parse, Dialect, FrameKind, Parsed, StartupFrame};
 use wire::rdmap::{parse_segment, Body};

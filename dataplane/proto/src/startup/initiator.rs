@@ -7,13 +7,15 @@ use wire::mpa::startup_frame::{
     incomplete_at_close, parse_with, Flags, ParseOptions, Parsed, MAX_PD_LENGTH, REV_1, REV_2,
 };
 
-use super::negotiate::{choose_initiator_rtr, initiator_ird_ord};
-use super::rtr;
 use super::{
     fpdu_modes, frame_ulpdu, ApiError, CloseKind, Dialect, EnhancedData, Established, Event,
-    Failure, FrameKind, IrdOrd, MpaErrorCode, Output, Outputs, QueueMsns, ReadRtrSink, Rejected,
-    ReplyReceived, Role, RtrType, RtrTypes, StartupError, StartupFrame, Waiting,
-    DEFAULT_REPLY_TIMEOUT, DEFAULT_RTR_PREFERENCE, DEFAULT_RTR_STAG, MAX_IRD_ORD,
+    Failure, FrameKind, MpaErrorCode, Output, Outputs, QueueMsns, ReadRtrSink, Rejected,
+    ReplyReceived, Role, StartupError, StartupFrame, Waiting, DEFAULT_REPLY_TIMEOUT,
+};
+use crate::ird_ord::{initiator_ird_ord, IrdOrd, MAX_IRD_ORD};
+use crate::rtr;
+use crate::rtr::{
+    choose_initiator_rtr, RtrType, RtrTypes, DEFAULT_RTR_PREFERENCE, DEFAULT_RTR_STAG,
 };
 
 /// Initiator policy and parameters.
@@ -427,7 +429,7 @@ impl Initiator {
         let (tx_mode, _) = fpdu_modes(&self.request, reply, Role::Initiator);
         let mut framer = Framer::new(tx_mode);
         let mut bytes = Vec::new();
-        let sent = frame_ulpdu(&mut framer, &rtr::mpa_terminate(code, 1), &mut bytes);
+        let sent = frame_ulpdu(&mut framer, &super::mpa_terminate(code, 1), &mut bytes);
         self.out.send(bytes);
         self.out.fail(Failure {
             error,

@@ -7,15 +7,15 @@ use wire::mpa::startup_frame::{
     incomplete_at_close, parse_with, Flags, ParseOptions, Parsed, MAX_PD_LENGTH, REV_1, REV_2,
 };
 
-use super::negotiate::{responder_ird_ord, responder_rtr_flags};
-use super::rtr::{self, Ulpdu};
 use super::{
     fpdu_modes, frame_ulpdu, ApiError, CloseKind, Dialect, EnhancedData, Established, Event,
-    Failure, FirstFpduProbe, FpduMode, FrameKind, IrdOrd, MpaErrorCode, Output, Outputs, QueueMsns,
-    Rejected, RequestReceived, Role, RtrType, RtrTypes, StartupError, StartupFrame, Waiting,
-    DEFAULT_FIRST_FPDU_TIMEOUT, DEFAULT_REQUEST_TIMEOUT, DEFAULT_RTR_PREFERENCE,
-    DEFAULT_RTR_TIMEOUT,
+    Failure, FirstFpduProbe, FpduMode, FrameKind, MpaErrorCode, Output, Outputs, QueueMsns,
+    Rejected, RequestReceived, Role, StartupError, StartupFrame, Waiting,
+    DEFAULT_FIRST_FPDU_TIMEOUT, DEFAULT_REQUEST_TIMEOUT, DEFAULT_RTR_TIMEOUT,
 };
+use crate::ird_ord::{responder_ird_ord, IrdOrd, MAX_IRD_ORD};
+use crate::rtr::{self, FirstUlpdu};
+use crate::rtr::{responder_rtr_flags, RtrType, RtrTypes, DEFAULT_RTR_PREFERENCE};
 
 /// Responder policy and parameters.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -88,7 +88,7 @@ impl ResponderConfig {
         if self.min_rev > REV_1 || self.max_rev < REV_1 {
             return Err(ApiError::MustAcceptRev1);
         }
-        if self.max_ird > super::MAX_IRD_ORD || self.max_ord > super::MAX_IRD_ORD {
+        if self.max_ird > MAX_IRD_ORD || self.max_ord > MAX_IRD_ORD {
             return Err(ApiError::IrdOrdTooLarge);
         }
         if self.effective_rtr_types().is_empty() {
@@ -663,7 +663,7 @@ impl Responder {
         };
         let mut framer = Framer::new(accepted.tx_mode);
         let class = rtr::classify(&first.ulpdu);
-        if let Ulpdu::Terminate { layer, etype, code } = class {
+        if let FirstUlpdu::Terminate { layer, etype, code } = class {
             // The Initiator terminated (e.g. TERM 2/0/6 or 2/0/7): report; no TERM back.
             let error = StartupError::PeerTerminated { layer, etype, code };
             return self.finish_failed(error, None, true, accepted.ird_ord);
@@ -675,14 +675,14 @@ impl Responder {
         let mut rx_next_msn = QueueMsns::default();
         let mut rtr_bytes = Vec::new();
         let rtr = match class {
-            Ulpdu::ZeroLengthWrite if accepted_types.contains(RtrType::Write) => {
+            FirstUlpdu::ZeroLengthWrite if accepted_types.contains(RtrType::Write) => {
                 Some(RtrType::Write)
             }
-            Ulpdu::ZeroLengthSend { msn: 1 } if accepted_types.contains(RtrType::Send) => {
+            FirstUlpdu::ZeroLengthSend { msn: 1 } if accepted_types.contains(RtrType::Send) => {
                 rx_next_msn.send = 2;
                 Some(RtrType::Send)
             }
-            Ulpdu::ZeroLengthReadRequest {
+            FirstUlpdu::ZeroLengthReadRequest {
                 msn: 1,
                 sink_stag,
                 sink_to,
@@ -706,7 +706,7 @@ impl Responder {
                 let mut bytes = Vec::new();
                 let sent = frame_ulpdu(
                     &mut framer,
-                    &rtr::mpa_terminate(MpaErrorCode::NoMatchingRtr, 1),
+                    &super::mpa_terminate(MpaErrorCode::NoMatchingRtr, 1),
                     &mut bytes,
                 );
                 self.out.send(bytes);

@@ -111,6 +111,11 @@ impl fmt::Display for FrameKind {
 /// Only [`Dialect::Rfc6581`] is standard; the others are opt-in compatibility with
 /// pre-RFC implementations and are never chosen automatically.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
+#[cfg_attr(
+    feature = "serde",
+    derive(serde::Deserialize),
+    serde(rename_all = "snake_case")
+)]
 pub enum Dialect {
     /// RFC 5044 + RFC 6581: S = Private Data begins with the enhanced word `|A|B|IRD|C|D|ORD|`
     /// (A peer-to-peer, B Send RTR, C Write RTR, D Read RTR).
@@ -137,6 +142,11 @@ impl Dialect {
 
 /// One of the RTR (Ready to Receive) indications of RFC 6581 section 9.2.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[cfg_attr(
+    feature = "serde",
+    derive(serde::Deserialize),
+    serde(rename_all = "snake_case")
+)]
 pub enum RtrType {
     /// Zero-length FULPDU (Send) RTR: RFC 6581 flag B.
     Send,
@@ -147,6 +157,15 @@ pub enum RtrType {
 }
 
 impl RtrType {
+    /// The name deployment files and command lines use: `"write"`, `"read"`, `"send"`.
+    pub const fn name(self) -> &'static str {
+        match self {
+            RtrType::Write => "write",
+            RtrType::Read => "read",
+            RtrType::Send => "send",
+        }
+    }
+
     /// All RTR types, in the order Send, Write, Read.
     pub const ALL: [RtrType; 3] = [RtrType::Send, RtrType::Write, RtrType::Read];
 

@@ -1,6 +1,69 @@
-//! The pure negotiation rules of RFC 6581 section 9: IRD/ORD (9.1) and RTR types (9.2).
+//! IRD and ORD, end to end (RFC 6581 section 9.1).
+//!
+//! IRD (Inbound RDMA Read Queue Depth) is how many RDMA Read Requests a QP accepts
+//! outstanding from its peer; ORD (Outbound RDMA Read Queue Depth) how many it keeps
+//! outstanding itself. RFC 6581 lets the two ends agree on them during MPA startup. In
+//! the order a connection meets them:
+//!
+//! 1. **The wire word.** An enhanced (Rev 2, S = 1) Request or Reply starts its private
+//!    data with IRD (14 bits), the A/B flags, ORD (14 bits) and the C/D flags:
+//!    [`EnhancedData`](wire::mpa::startup_frame::EnhancedData). 0x3FFF
+//!    ([`IRD_ORD_NO_NEGOTIATION`]) means "no automatic negotiation: the ULP does it".
+//! 2. **What each end asks.** The Initiator sends its configured IRD/ORD
+//!    ([`InitiatorConfig::ird`](crate::startup::InitiatorConfig::ird) and `ord`); the
+//!    Responder's consumer offers its own when it accepts
+//!    ([`AcceptParams`](crate::startup::AcceptParams)). A deployment file may configure
+//!    at most [`MAX_NEGOTIABLE`].
+//! 3. **Negotiation.** The Responder applies [`responder_ird_ord`] to the Request (its
+//!    IRD is raised to at least the Initiator's ORD, its ORD lowered to at most the
+//!    Initiator's IRD, 0x3FFF answered with 0x3FFF; it may reject an Initiator IRD that
+//!    is too small); the Initiator applies [`initiator_ird_ord`] to the Reply and sends
+//!    TERM Layer 2 / EType 0 / code 6 (insufficient IRD) when it cannot grow its IRD to
+//!    the Responder's ORD. Both report the result as [`IrdOrd`], the peer's values
+//!    included ("MUST pass the peer's provided IRD and ORD values to the ULP").
+//! 4. **Defaults.** A value left to the ULP (0x3FFF) or a Rev 1 connection takes the
+//!    consumer's defaults ([`for_qp`]).
+//! 5. **Enforcement.** The queue pair ([`QpConfig::ird`](crate::qp::QpConfig::ird),
+//!    [`QpConfig::ord`](crate::qp::QpConfig::ord)) answers a Read Request beyond IRD with
+//!    a Terminate (RDMAP, remote operation error, catastrophic error localized to the
+//!    stream) and holds its own Reads back while ORD are outstanding (a Read posted with
+//!    ORD 0 is refused).
 
-use super::{RtrType, RtrTypes, IRD_ORD_NO_NEGOTIATION};
+pub use wire::mpa::startup_frame::{IRD_ORD_NO_NEGOTIATION, MAX_IRD_ORD};
+
+/// The largest IRD or ORD a consumer or a deployment file may ask for: the 14-bit field's
+/// largest value below [`IRD_ORD_NO_NEGOTIATION`].
+pub const MAX_NEGOTIABLE: u16 = IRD_ORD_NO_NEGOTIATION - 1;
+
+/// IRD/ORD as negotiated per RFC 6581 9.1, reported to the ULP as the RFC requires ("The
+/// responder and initiator MUST pass the peer's provided IRD and ORD values to the ULP").
+/// 0x3FFF ([`IRD_ORD_NO_NEGOTIATION`]) in a local value means "left to the ULP".
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct IrdOrd {
+    /// IRD the peer sent.
+    pub peer_ird: u16,
+    /// ORD the peer sent.
+    pub peer_ord: u16,
+    /// IRD this side sent.
+    pub sent_ird: u16,
+    /// ORD this side sent.
+    pub sent_ord: u16,
+    /// The local endpoint's IRD after negotiation.
+    pub local_ird: u16,
+    /// The local endpoint's ORD after negotiation.
+    pub local_ord: u16,
+}
+
+/// The IRD and ORD a queue pair runs with: the negotiated local values, where a value
+/// left to the ULP (0x3FFF) or not negotiated at all (`None`: Rev 1, or a peer that did not
+/// send the enhanced word) takes the consumer's `defaults` (IRD, ORD).
+pub fn for_qp(negotiated: Option<IrdOrd>, defaults: (u16, u16)) -> (u16, u16) {
+    let pick = |v: u16, d: u16| if v == IRD_ORD_NO_NEGOTIATION { d } else { v };
+    match negotiated {
+        Some(n) => (pick(n.local_ird, defaults.0), pick(n.local_ord, defaults.1)),
+        None => defaults,
+    }
+}
 
 /// The Responder's side of RFC 6581 9.1.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -66,7 +129,7 @@ pub fn responder_ird_ord(
     if let Some(req) = required_ord {
         if initiator_ird != IRD_ORD_NO_NEGOTIATION && initiator_ird < req {
             reject = true;
-            reply_ord = req.min(super::MAX_IRD_ORD);
+            reply_ord = req.min(MAX_IRD_ORD);
         }
     }
     ResponderIrdOrd {
@@ -130,66 +193,9 @@ pub fn initiator_ird_ord(
     }
 }
 
-/// RTR flags for a peer-to-peer Reply (RFC 6581 9.2), from the `offered` types, the
-/// `supported` ones and the `preference` order:
-///
-/// * `all_common`: "For each initiator-supported RTR indication option, the responder
-///   SHOULD set the corresponding Control Flag if the responder can support that option";
-///   otherwise only the most preferred common type (what siw and Chelsio do; "The responder
-///   is not required to specify all RTR indication options it supports").
-/// * nothing in common: "If the responder does not support any of the initiator-specified
-///   RTR indication options, then the responder MUST set at least one RTR indication type
-///   option it supports": the most preferred supported type.
-pub fn responder_rtr_flags(
-    offered: RtrTypes,
-    supported: RtrTypes,
-    preference: &[RtrType],
-    all_common: bool,
-) -> RtrTypes {
-    let common = offered.intersection(supported);
-    let pick = |set: RtrTypes| {
-        preference
-            .iter()
-            .copied()
-            .find(|t| set.contains(*t))
-            .or_else(|| set.iter().next())
-    };
-    if common.is_empty() {
-        return pick(supported).map_or(RtrTypes::NONE, |t| RtrTypes::NONE.with(t));
-    }
-    if all_common {
-        common
-    } else {
-        pick(common).map_or(RtrTypes::NONE, |t| RtrTypes::NONE.with(t))
-    }
-}
-
-/// The RTR the Initiator sends (RFC 6581 9.2: "the initiator MUST generate one of the
-/// negotiated RTR indications"; 1.1: "the initiator selects one of the supported RDMA
-/// message types as the RTR indication at the initiator's sole discretion"): the most
-/// preferred type that the Reply allows and this side can send. A Read RTR is left out when
-/// the responder IRD is 0 (our ORD would be 0). `None`: TERM 2/0/7.
-pub fn choose_initiator_rtr(
-    allowed: RtrTypes,
-    local: RtrTypes,
-    preference: &[RtrType],
-    responder_ird: Option<u16>,
-) -> Option<RtrType> {
-    let mut common = allowed.intersection(local);
-    if responder_ird == Some(0) {
-        common = common.without(RtrType::Read);
-    }
-    preference
-        .iter()
-        .copied()
-        .find(|t| common.contains(*t))
-        .or_else(|| common.iter().next())
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::startup::DEFAULT_RTR_PREFERENCE as PREF;
 
     const NN: u16 = IRD_ORD_NO_NEGOTIATION;
 
@@ -247,29 +253,17 @@ mod tests {
     }
 
     #[test]
-    fn rtr_flag_selection() {
-        let wr = RtrTypes::WRITE_READ;
-        assert_eq!(responder_rtr_flags(wr, RtrTypes::ALL, &PREF, true), wr);
-        assert_eq!(
-            responder_rtr_flags(wr, RtrTypes::ALL, &PREF, false),
-            RtrTypes::NONE.with(RtrType::Write)
-        );
-        // Only Send offered, Send supported: Send (unlike siw, which answers Write).
-        let send = RtrTypes::NONE.with(RtrType::Send);
-        assert_eq!(responder_rtr_flags(send, RtrTypes::ALL, &PREF, false), send);
-        // Nothing offered: at least one supported type.
-        assert_eq!(
-            responder_rtr_flags(RtrTypes::NONE, RtrTypes::ALL, &PREF, true),
-            RtrTypes::NONE.with(RtrType::Write)
-        );
-        assert_eq!(
-            choose_initiator_rtr(wr, RtrTypes::ALL, &PREF, Some(16)),
-            Some(RtrType::Write)
-        );
-        assert_eq!(
-            choose_initiator_rtr(RtrTypes::NONE.with(RtrType::Read), wr, &PREF, Some(0)),
-            None
-        );
-        assert_eq!(choose_initiator_rtr(send, wr, &PREF, None), None);
+    fn the_consumer_defaults_fill_what_was_not_negotiated() {
+        let n = IrdOrd {
+            peer_ird: 4,
+            peer_ord: NN,
+            sent_ird: 8,
+            sent_ord: NN,
+            local_ird: 8,
+            local_ord: NN,
+        };
+        assert_eq!(for_qp(Some(n), (2, 3)), (8, 3));
+        assert_eq!(for_qp(None, (2, 3)), (2, 3));
+        assert_eq!(MAX_NEGOTIABLE, 0x3FFE);
     }
 }

@@ -45,7 +45,7 @@ use toml::de::DeTable;
 
 /// The embedded default deployment, `config/loopback.toml`: two `mem` ports joined in
 /// one process.
-pub const LOOPBACK_TOML: &str = include_str!("../../config/loopback.toml");
+pub const LOOPBACK_TOML: &str = include_str!("../loopback.toml");
 
 /// The origin name [`loopback`] reports in diagnostics.
 pub const LOOPBACK_ORIGIN: &str = "<embedded config/loopback.toml>";

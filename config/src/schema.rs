@@ -274,48 +274,15 @@ fn default_ready_timeout() -> Millis {
     Millis(Duration::from_secs(5))
 }
 
-/// An RTR (ready-to-receive) message type of RFC 6581 peer-to-peer mode.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum RtrType {
-    /// Zero-length RDMA Write.
-    Write,
-    /// Zero-length RDMA Read.
-    Read,
-    /// Zero-length Send.
-    Send,
-}
+pub use proto::rtr::RtrType;
+pub use wire::mpa::startup_frame::Dialect as MpaDialect;
 
-impl RtrType {
-    /// The name used in the file (`"write"`, `"read"`, `"send"`).
-    pub fn as_str(self) -> &'static str {
-        match self {
-            RtrType::Write => "write",
-            RtrType::Read => "read",
-            RtrType::Send => "send",
-        }
-    }
-}
-
-/// The MPA startup dialect (see the `control` crate).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum MpaDialect {
-    /// RFC 6581 (the default).
-    #[default]
-    Rfc6581,
-    /// The A/B/C RTR flags of draft-ietf-storm-mpa-peer-connect-01.
-    Draft2010,
-    /// The 2007 "MPA ID Rtr Frame" proposal.
-    RtrFrame2007,
-}
-
-/// Largest IRD/ORD that can be configured: 0x3FFF on the wire means "no negotiation".
-pub const MAX_IRD_ORD: u16 = 0x3FFE;
+/// Largest IRD/ORD that can be configured (0x3FFF on the wire means "no negotiation").
+pub use proto::ird_ord::MAX_NEGOTIABLE as MAX_IRD_ORD;
 /// Largest MPA private data length (RFC 5044 7.1: Private Data Length at most 512).
-pub const MAX_PRIVATE_DATA: u16 = 512;
+pub const MAX_PRIVATE_DATA: u16 = wire::mpa::startup_frame::MAX_PD_LENGTH as u16;
 /// Octets of private data the RFC 6581 enhanced word takes when `peer_to_peer` is on.
-pub const ENHANCED_DATA_LEN: u16 = 4;
+pub const ENHANCED_DATA_LEN: u16 = wire::mpa::startup_frame::ENHANCED_DATA_LEN as u16;
 
 /// `[mpa]`: MPA policy of connections (RFC 5044, RFC 6581).
 #[derive(Clone, Debug, PartialEq, Eq, Deserialize)]

@@ -545,7 +545,7 @@ pub(crate) fn mpa_checks(m: &Mpa) -> Vec<(String, String, &'static [&'static str
         if m.rtr_types[..k].contains(t) {
             out.push((
                 format!("rtr_types[{k}]"),
-                format!("RTR type \"{}\" is listed twice", t.as_str()),
+                format!("RTR type \"{}\" is listed twice", t.name()),
                 &["rtr_types"],
             ));
         }

@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use appconfig::{device_names, load, loopback, Driver, MemifRole, LOOPBACK_TOML};
 
 fn config_dir() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../config")
+    Path::new(env!("CARGO_MANIFEST_DIR")).to_path_buf()
 }
 
 fn example(name: &str) -> appconfig::Config {
@@ -19,7 +19,8 @@ fn every_toml_file_in_config_loads() {
     let mut n = 0;
     for entry in std::fs::read_dir(config_dir()).unwrap() {
         let path = entry.unwrap().path();
-        if path.extension().is_some_and(|e| e == "toml") {
+        // Cargo.toml is this crate's manifest, not a deployment.
+        if path.extension().is_some_and(|e| e == "toml") && !path.ends_with("Cargo.toml") {
             load(&path).unwrap_or_else(|e| panic!("{e}"));
             n += 1;
         }
