@@ -16,11 +16,9 @@ use std::fmt;
 use std::net::Ipv4Addr;
 use std::time::Duration;
 
-use appconfig::{Config, Driver, Mpa};
+use appconfig::{Config, Driver};
 use control::verbs::Device;
 use dataplane::lcore::Core;
-use proto::rtr::{RtrType, RtrTypes, DEFAULT_RTR_PREFERENCE};
-use proto::startup::{InitiatorConfig, ResponderConfig};
 use proto::tcp;
 
 /// Why a deployment could not be opened or run.
@@ -126,55 +124,6 @@ pub fn tcp_config(t: &appconfig::Tcp, mtu: usize) -> tcp::Config {
             smoltcp::time::Duration::ZERO
         },
         ..tcp::Config::default()
-    }
-}
-
-/// The RTR types of a file's list, and the order of preference it gives (the types it
-/// leaves out follow, Write, Read, Send).
-fn rtr_types(types: &[RtrType]) -> (RtrTypes, [RtrType; 3]) {
-    let mut pref: Vec<RtrType> = types.to_vec();
-    for t in DEFAULT_RTR_PREFERENCE {
-        if !pref.contains(&t) {
-            pref.push(t);
-        }
-    }
-    (RtrTypes::from_types(types), [pref[0], pref[1], pref[2]])
-}
-
-/// The MPA Initiator configuration of the file's `[mpa]` policy.
-pub fn initiator_config(m: &Mpa) -> InitiatorConfig {
-    let (types, preference) = rtr_types(&m.rtr_types);
-    InitiatorConfig {
-        dialect: m.dialect,
-        markers: m.markers,
-        crc: m.crc,
-        enhanced: m.rev >= 2,
-        ird: m.ird,
-        ord: m.ord,
-        peer_to_peer: m.peer_to_peer,
-        rtr_types: types,
-        rtr_preference: preference,
-        reply_timeout: Some(m.reply_timeout.0),
-        first_fpdu_delay: m.first_fpdu_delay.0,
-        ..InitiatorConfig::default()
-    }
-}
-
-/// The MPA Responder configuration of the file's `[mpa]` policy (with a listener's
-/// overrides already applied, [`Mpa::with_overrides`]).
-pub fn responder_config(m: &Mpa) -> ResponderConfig {
-    let (types, preference) = rtr_types(&m.rtr_types);
-    ResponderConfig {
-        dialect: m.dialect,
-        markers: m.markers,
-        crc: m.crc,
-        rtr_types: types,
-        rtr_preference: preference,
-        max_rev: m.rev,
-        request_timeout: Some(m.request_timeout.0),
-        rtr_timeout: Some(m.rtr_timeout.0),
-        first_fpdu_timeout: Some(m.first_fpdu_timeout.0),
-        ..ResponderConfig::default()
     }
 }
 
@@ -476,7 +425,7 @@ ports = ["a", "t", "n", "a2"]
         );
         l.validate().expect("in range");
         assert_eq!(
-            responder_config(&c.mpa).first_fpdu_timeout,
+            crate::mpa::responder(&c.mpa).first_fpdu_timeout,
             Some(Duration::from_secs(16))
         );
     }
@@ -542,36 +491,6 @@ ports = ["a", "b"]
         let c = cfg(include_str!("../config/loopback.toml"));
         let e = select_port(&c, Some("p0"), None).unwrap_err().to_string();
         assert!(e.contains("without --config"), "{e}");
-    }
-
-    #[test]
-    fn mpa_policy_translates() {
-        let mut m = Mpa {
-            markers: true,
-            crc: false,
-            rev: 2,
-            ird: 7,
-            ord: 9,
-            rtr_types: vec![RtrType::Read, RtrType::Send],
-            ..Mpa::default()
-        };
-        let i = initiator_config(&m);
-        assert!(i.markers && !i.crc && i.enhanced && i.peer_to_peer);
-        assert_eq!((i.ird, i.ord), (7, 9));
-        assert_eq!(
-            i.rtr_types,
-            RtrTypes::NONE.with(RtrType::Read).with(RtrType::Send)
-        );
-        assert_eq!(
-            i.rtr_preference,
-            [RtrType::Read, RtrType::Send, RtrType::Write]
-        );
-        let r = responder_config(&m);
-        assert!(r.markers && !r.crc);
-        assert_eq!(r.max_rev, 2);
-        m.rev = 1;
-        assert!(!initiator_config(&m).enhanced);
-        assert_eq!(responder_config(&m).max_rev, 1);
     }
 
     #[test]

@@ -6,6 +6,7 @@
 //! * [`mod@bench`]: the benchmark runner (`iwarp bench`) over the embedded in-memory link.
 //! * [`driver`]: the consumer driver the apps share (one QP's endpoint: waits, retries,
 //!   timeouts, errors, the close handshake).
+//! * [`mpa`]: the MPA policy of every app and the one way the command line changes it.
 //! * [`deploy`]: config-file deployments: a node on a DPDK port (`iwarp serve`,
 //!   `iwarp bench --config`).
 //! * [`report`]: the result reporting of `iwarp bench`, a perftest-like RDMA benchmark:
@@ -18,6 +19,7 @@
 pub mod bench;
 pub mod deploy;
 pub mod driver;
+pub mod mpa;
 pub mod perftest;
 pub mod report;
 pub mod rping;

@@ -44,10 +44,7 @@ use std::net::SocketAddrV4;
 use std::time::Duration;
 
 use control::embedded::{self, WireConfig, BENCH_PORT};
-use control::verbs::{
-    AlignmentStats, CmError, Completion, Core, Device, InitiatorConfig, ResponderConfig, RtrType,
-    RtrTypes,
-};
+use control::verbs::{AlignmentStats, CmError, Completion, Core, Device, InitiatorConfig};
 use hdrhistogram::Histogram;
 
 pub mod client;
@@ -57,6 +54,7 @@ pub mod verify;
 
 pub use crate::driver::describe_completion;
 use crate::driver::DriverError;
+use crate::mpa::{self, MpaPolicy};
 pub use session::{Hello, RemoteBuffer, ServerResult};
 pub use verify::pattern_byte;
 
@@ -113,47 +111,6 @@ impl Test {
             Test::ReadLat => "read-lat",
             Test::SendBw => "send-bw",
             Test::SendLat => "send-lat",
-        }
-    }
-}
-
-/// MPA connection parameters of a run.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct MpaMode {
-    /// Markers in both directions.
-    pub markers: bool,
-    /// CRC.
-    pub crc: bool,
-    /// MPA Rev 1 (no enhanced startup) instead of Rev 2.
-    pub rev1: bool,
-    /// Peer-to-peer with this RTR.
-    pub rtr: Option<RtrType>,
-}
-
-impl Default for MpaMode {
-    fn default() -> Self {
-        MpaMode {
-            markers: false,
-            crc: true,
-            rev1: false,
-            rtr: None,
-        }
-    }
-}
-
-impl fmt::Display for MpaMode {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let onoff = |b| if b { "on" } else { "off" };
-        write!(
-            f,
-            "rev{} markers={} crc={}",
-            if self.rev1 { 1 } else { 2 },
-            onoff(self.markers),
-            onoff(self.crc)
-        )?;
-        match self.rtr {
-            Some(t) => write!(f, " p2p={}", format!("{t:?}").to_lowercase()),
-            None => Ok(()),
         }
     }
 }
@@ -245,10 +202,8 @@ pub struct BenchOptions {
     pub tx_depth: usize,
     /// IP MTU of the link.
     pub mtu: usize,
-    /// MPA parameters.
-    pub mpa: MpaMode,
-    /// IRD and ORD to ask for.
-    pub ird_ord: u16,
+    /// The MPA policy (IRD and ORD included).
+    pub mpa: MpaPolicy,
     /// Fault injection.
     pub faults: Faults,
     /// Check every octet received.
@@ -265,8 +220,7 @@ impl Default for BenchOptions {
             length: Length::Iterations(1000),
             tx_depth: 128,
             mtu: 1500,
-            mpa: MpaMode::default(),
-            ird_ord: 16,
+            mpa: crate::mpa::bench_default(),
             faults: Faults::default(),
             verify: false,
             progress: false,
@@ -349,30 +303,6 @@ pub const STALL: Duration = Duration::from_secs(10);
 /// The largest message size (1 GiB).
 pub const MAX_SIZE: usize = 1 << 30;
 
-fn initiator_config(o: &BenchOptions) -> InitiatorConfig {
-    let mut c = InitiatorConfig {
-        markers: o.mpa.markers,
-        crc: o.mpa.crc,
-        enhanced: !o.mpa.rev1,
-        ird: o.ird_ord,
-        ord: o.ird_ord,
-        ..Default::default()
-    };
-    if let Some(t) = o.mpa.rtr {
-        c.peer_to_peer = true;
-        c.rtr_types = RtrTypes::NONE.with(t);
-    }
-    c
-}
-
-fn responder_config(o: &BenchOptions) -> ResponderConfig {
-    ResponderConfig {
-        markers: o.mpa.markers,
-        crc: o.mpa.crc,
-        ..Default::default()
-    }
-}
-
 /// Checks what both ends would refuse anyway, before anything starts.
 pub fn check_options(o: &BenchOptions) -> Result<(), BenchError> {
     if o.sizes.is_empty() {
@@ -420,7 +350,7 @@ pub fn run_embedded(o: &BenchOptions) -> Result<BenchOutcome, BenchError> {
         core_b,
     } = pair;
     let listener = b
-        .listen(BENCH_PORT, responder_config(o))
+        .listen(BENCH_PORT, mpa::responder(&o.mpa))
         .map_err(BenchError::Connect)?;
     let srv = std::thread::Builder::new()
         .name("bench-server".into())
@@ -438,7 +368,8 @@ pub fn run_embedded(o: &BenchOptions) -> Result<BenchOutcome, BenchError> {
             (core, r)
         })
         .map_err(|e| BenchError::Thread(e.to_string()))?;
-    let (mut core_a, client_result) = run_client(&a, core_a, o, server_addr, initiator_config(o));
+    let (mut core_a, client_result) =
+        run_client(&a, core_a, o, server_addr, mpa::initiator(&o.mpa));
     // The client's last messages may still sit in its TCP send queue: keep its core
     // running until the server is done.
     while !srv.is_finished() {
@@ -500,7 +431,7 @@ pub fn outcome(
             Length::Duration(d) => Some(d.as_secs_f64()),
             Length::Iterations(_) => None,
         },
-        mpa: o.mpa.to_string(),
+        mpa: mpa::label(&o.mpa),
         faults: o.faults.to_string(),
         link,
     };

@@ -5,7 +5,7 @@ use serde_json::{json, Map, Value};
 use wire::ddp::DdpHeader;
 use wire::rdmap::{parse_segment, Body, TermError, Terminate};
 
-use crate::decode::hex;
+use super::hex;
 
 /// Payload octets shown in full; longer payloads are cut to this many.
 const SHOWN_PAYLOAD: usize = 32;

@@ -14,7 +14,7 @@ use wire::mpa::fpdu::FpduMode;
 use wire::mpa::startup_frame::{self, FrameKind, ParseOptions, Parsed, StartupFrame};
 use wire::mpa::MpaErrorCode;
 
-use crate::ulpdu;
+use super::{hex, ulpdu};
 
 /// How to read the stream.
 #[derive(Debug, Clone, Copy, Default)]
@@ -189,11 +189,6 @@ fn decode_fpdus(data: &[u8], base: usize, mode: FpduMode, out: &mut Decoded) {
             }));
         }
     }
-}
-
-/// Lower-case hex of `b`.
-pub fn hex(b: &[u8]) -> String {
-    b.iter().map(|x| format!("{x:02x}")).collect()
 }
 
 /// Renders a record as one human-readable line.

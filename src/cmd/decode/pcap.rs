@@ -7,7 +7,7 @@
 //! overlapping segments merged, a hole reported as a gap, never filled in by guessing);
 //! finds the MPA Request and Reply at the start of the two directions; derives each
 //! direction's FPDU mode from them (markers in X→Y when Y set M; CRC when either side set
-//! C); and decodes both directions with [`crate::decode::decode`].
+//! C); and decodes both directions with [`super::stream::decode`].
 //!
 //! Every record carries the connection number, its 4-tuple as `src` and `dst`, the MPA
 //! role of the sender (`initiator`, `responder`) and the pcap record number (1-based, as
@@ -23,7 +23,7 @@ use smoltcp::wire::{EthernetFrame, EthernetProtocol, IpProtocol, Ipv4Packet, Tcp
 use wire::mpa::fpdu::FpduMode;
 use wire::mpa::startup_frame::{self, FrameKind, ParseOptions, Parsed};
 
-use crate::decode::{self, DecodeOptions, Decoded, Record};
+use super::stream::{self as decode, DecodeOptions, Decoded, Record};
 
 /// Why a file is not a readable capture at all.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -1,0 +1,140 @@
+//! `iwarp bench TEST --perftest --config FILE [--peer ADDR | --server]`: perftest's `-R`
+//! exchange against `ib_write_bw`, `ib_read_bw` or `ib_send_bw`, either role.
+
+use std::io::Write;
+use std::net::SocketAddrV4;
+
+use iwarp::mpa;
+use iwarp::perftest::{self, PerftestOptions, PerftestOutcome};
+
+use super::bench::BenchArgs;
+use super::{load_config, parse_peer, seconds};
+
+/// Where a perftest run goes: the node's port, the client's peer (none for a server).
+struct Plan {
+    cfg: appconfig::Config,
+    port: usize,
+    peer: Option<SocketAddrV4>,
+    options: PerftestOptions,
+    mac: [u8; 6],
+}
+
+/// The options and the port of a perftest run from the arguments and the file.
+fn plan(a: &BenchArgs) -> Result<Plan, String> {
+    let path = a.config.as_ref().ok_or("--perftest needs --config FILE")?;
+    let timeout = seconds("--timeout", a.timeout)?;
+    let cfg = load_config(path)?;
+    let peer = match (&a.peer, &cfg.bench) {
+        (Some(p), _) => Some(parse_peer(p, perftest::DEFAULT_PORT)?),
+        (None, Some(b)) if !a.server => Some(b.peer),
+        _ => None,
+    };
+    if !a.server && peer.is_none() {
+        return Err(format!(
+            "{}: no peer: give --peer or a [bench] peer",
+            path.display()
+        ));
+    }
+    let name = a
+        .port_name
+        .clone()
+        .or_else(|| cfg.bench.as_ref().and_then(|b| b.port_name.clone()));
+    let client_of = if a.server {
+        None
+    } else {
+        peer.map(|p| *p.ip())
+    };
+    let port = iwarp::deploy::select_port(&cfg, name.as_deref(), client_of)
+        .map_err(|e| format!("{}: {e}", path.display()))?;
+    let policy = a.mpa.applied(&cfg.mpa);
+    let iters = match (a.iters, a.duration) {
+        (_, Some(_)) => return Err("--perftest runs a number of iterations (-n), not -D".into()),
+        (Some(n), _) => n,
+        (None, None) => 1000,
+    };
+    let p = &cfg.ports[port];
+    let initiator = mpa::initiator(&policy);
+    // The test connection asks what the flags give, else perftest's own values.
+    let ird_ord =
+        (a.mpa.ird().is_some() || a.mpa.ord().is_some()).then_some((initiator.ird, initiator.ord));
+    let options = PerftestOptions {
+        test: a.test.into(),
+        size: a.size,
+        iters,
+        tx_depth: a.tx_depth,
+        rx_depth: a.rx_depth,
+        ird_ord,
+        initiator,
+        responder: mpa::responder(&policy),
+        accept: a.mpa.accept(),
+        step_timeout: timeout,
+        accept_timeout: Some(timeout),
+        mpa_label: format!("perftest -R, {}", mpa::label(&policy)),
+        link_label: format!("{} {} mtu={}", p.driver.as_str(), p.name, p.mtu),
+    };
+    perftest::validate_options(&options).map_err(|e| e.to_string())?;
+    let mac = p.mac.map_or([0; 6], |m| m.0);
+    Ok(Plan {
+        cfg,
+        port,
+        peer,
+        options,
+        mac,
+    })
+}
+
+/// Runs the perftest exchange: true when it completed.
+pub fn run(a: &BenchArgs) -> Result<bool, String> {
+    let Plan {
+        cfg,
+        port,
+        peer,
+        options: o,
+        mac,
+    } = plan(a)?;
+    let node = iwarp::deploy::open(&cfg, port).map_err(|e| e.to_string())?;
+    let server = a.server;
+    let listen_port = peer.map_or(perftest::DEFAULT_PORT, |p| p.port());
+    let r = node
+        .run(move |dev, mut core| {
+            let r = match peer {
+                Some(to) if !server => perftest::run_client(&dev, &mut core, to, &o, mac),
+                _ => match dev.listen(listen_port, o.responder.clone()) {
+                    Ok(l) => {
+                        println!(
+                            "************************************\n\
+                             * Waiting for client to connect... *\n\
+                             ************************************"
+                        );
+                        let _ = std::io::stdout().flush();
+                        perftest::run_server(&dev, &mut core, &l, &o, mac)
+                    }
+                    Err(e) => Err(perftest::PerftestError::Connect(e)),
+                },
+            };
+            dev.shutdown();
+            r
+        })
+        .map_err(|e| e.to_string())?;
+    let out = r.map_err(|e| e.to_string())?;
+    print(&out, a.json, server);
+    Ok(true)
+}
+
+fn print(out: &PerftestOutcome, json: bool, server: bool) {
+    if json {
+        print!("{}", iwarp::report::to_json(&out.report));
+        return;
+    }
+    let (ird, ord) = out.test_conn.as_ref().map_or((0, 0), |c| (c.ird, c.ord));
+    println!(
+        " perftest peer version {}, test QP: IRD {ird} ORD {ord} (peer {} IRD {} ORD {}), \
+         peer QPN {:#06x}",
+        out.peer_version,
+        if server { "asked" } else { "answered" },
+        out.peer_ird_ord.0,
+        out.peer_ird_ord.1,
+        out.peer_dest.qpn
+    );
+    print!("{}", iwarp::report::to_text(&out.report));
+}

@@ -1,0 +1,202 @@
+//! `iwarp serve --config FILE`: serves `iwarp bench` clients on a DPDK port, every
+//! session verified, within the file's limits and budgets.
+
+use std::io::Write;
+use std::net::Ipv4Addr;
+use std::path::PathBuf;
+use std::time::Instant;
+
+use clap::Args;
+use control::verbs::{Core, ResponderConfig};
+use iwarp::bench::server::{Budget, Server};
+use iwarp::mpa;
+
+use super::load_config;
+
+/// `iwarp serve`'s arguments.
+#[derive(Args)]
+pub struct ServeArgs {
+    /// The deployment file (TOML; see config/README.md).
+    #[arg(long, value_name = "FILE")]
+    pub config: PathBuf,
+    /// The `[[ports]]` entry to serve on (default: the only port, or the listeners' port).
+    #[arg(long, value_name = "NAME")]
+    pub port_name: Option<String>,
+    /// Exit after this many sessions (default: serve until killed).
+    #[arg(long, value_name = "N")]
+    pub count: Option<u64>,
+}
+
+/// The listeners of the file on port `pname` (address `paddr`): TCP port and Responder
+/// configuration (the file's `[mpa]` with the listener's overrides).
+fn listeners(cfg: &appconfig::Config, pname: &str, paddr: Ipv4Addr) -> Vec<(u16, ResponderConfig)> {
+    cfg.listeners
+        .iter()
+        .filter(|l| {
+            l.port_name.as_deref().is_none_or(|n| n == pname)
+                && l.address.is_none_or(|ad| ad == paddr)
+        })
+        .map(|l| {
+            let policy = match &l.mpa {
+                Some(ov) => cfg.mpa.with_overrides(ov),
+                None => cfg.mpa.clone(),
+            };
+            (l.tcp_port, mpa::responder(&policy))
+        })
+        .collect()
+}
+
+/// Runs `iwarp serve`: true when every session verified without error.
+pub fn run(a: ServeArgs) -> Result<bool, String> {
+    let cfg = load_config(&a.config)?;
+    let name = a
+        .port_name
+        .clone()
+        .or_else(|| cfg.listeners.iter().find_map(|l| l.port_name.clone()));
+    let port = iwarp::deploy::select_port(&cfg, name.as_deref(), None)
+        .map_err(|e| format!("{}: {e}", a.config.display()))?;
+    let pname = cfg.ports[port].name.clone();
+    let paddr = cfg.ports[port].ipv4.addr;
+    let listeners = listeners(&cfg, &pname, paddr);
+    if listeners.is_empty() {
+        return Err(format!(
+            "{}: no [[listeners]] entry on port {pname:?}",
+            a.config.display()
+        ));
+    }
+    let node = iwarp::deploy::open(&cfg, port).map_err(|e| e.to_string())?;
+    let count = a.count;
+    let memif = cfg.ports[port].driver == appconfig::Driver::Memif;
+    let budget = Budget::from_limits(&cfg.limits);
+    node.run(move |dev, mut core| -> Result<bool, String> {
+        let mut ls = Vec::new();
+        for (tcp_port, rc) in listeners {
+            let l = dev
+                .listen(tcp_port, rc)
+                .map_err(|e| format!("listening on {paddr}:{tcp_port}: {e}"))?;
+            println!("listening on {paddr}:{tcp_port} ({pname})");
+            ls.push(l);
+        }
+        print_setup(&core, &pname, &budget);
+        let mut server = Server::new(dev, ls, budget);
+        let mut ok = true;
+        let mut n = 0u64;
+        let mut rejected = 0u64;
+        while count.is_none_or(|c| n < c) {
+            core.poll();
+            server.step();
+            while let Some((peer, why)) = server.last_rejections.pop_front() {
+                rejected += 1;
+                println!("rejected {peer}: {why}");
+                let _ = std::io::stdout().flush();
+            }
+            let Some(s) = server.take_finished() else {
+                continue;
+            };
+            n += 1;
+            match &s.result {
+                Ok(r) => {
+                    println!(
+                        "session {n} from {}: {}, {} size(s), verified {} octets, {} wrong",
+                        s.peer,
+                        s.hello.test.name(),
+                        s.hello.sizes.len(),
+                        r.verified,
+                        r.errors
+                    );
+                    ok &= r.errors == 0;
+                }
+                Err(e) => {
+                    println!("session {n} from {} failed: {e}", s.peer);
+                    ok = false;
+                }
+            }
+            let _ = std::io::stdout().flush();
+            if memif && server.active() == 0 {
+                // The client exits now: let DPDK's memif tear down unpolled.
+                iwarp::deploy::quiesce_memif(&core, iwarp::deploy::MEMIF_QUIESCE);
+            }
+        }
+        // What the last sessions and any attackers left ends within the limits: wait for
+        // the table to empty (keeping the sessions' close handshakes going), then say what
+        // the core saw.
+        let lim = *core.limits();
+        let until = Instant::now() + lim.startup_timeout + lim.linger * 2;
+        while core.connections() > 0 && Instant::now() < until {
+            core.poll();
+            server.step();
+        }
+        print_end(&core, &server, &pname, rejected);
+        Ok(ok)
+    })
+    .map_err(|e| e.to_string())?
+}
+
+/// The port's offloads and the limits, before the first session.
+fn print_setup(core: &Core, pname: &str, budget: &Budget) {
+    let on = |b: bool| if b { "on" } else { "off" };
+    let o = core.checksum_offload();
+    println!(
+        "port {pname}: checksum offload tx {}, rx {}; zero-copy tx {}",
+        on(o.tx_ipv4_tcp),
+        on(o.rx_ipv4_tcp),
+        on(core.tx_zero_copy())
+    );
+    let l = core.limits();
+    println!(
+        "limits: {} connections, SYN backlog {} per listener (then SYN cookies), \
+         startup {:?} and {} octets, user timeout {:?}, linger {:?}, {} TIME-WAIT, \
+         control queues {}, listener queue {}; sessions: {} at once ({} starting per \
+         client), {} MiB each, {} MiB in all",
+        l.max_connections,
+        l.syn_backlog,
+        l.startup_timeout,
+        l.startup_octets,
+        l.user_timeout,
+        l.linger,
+        l.time_wait,
+        l.control_queue,
+        l.listener_queue,
+        budget.sessions,
+        budget.pending_per_peer,
+        budget.session >> 20,
+        budget.total >> 20
+    );
+    let _ = std::io::stdout().flush();
+}
+
+/// What the core and the port saw, at the end.
+fn print_end(core: &Core, server: &Server, pname: &str, rejected: u64) {
+    let g = core.gauges();
+    let st = core.stats();
+    let (admitted, refused_sessions) = server.admissions();
+    println!(
+        "core: {} connections left ({} half-open, {} in TIME-WAIT); {} accepted, \
+         {} SYN cookies sent ({} completed), {} refused, {} startup timeouts, {} \
+         startup overflows, {} linger resets; sessions: {admitted} admitted, \
+         {refused_sessions} rejected ({rejected} printed)",
+        g.connections,
+        g.half_open,
+        g.time_wait,
+        st.accepted,
+        st.syn_cookies_sent,
+        st.syn_cookies_accepted,
+        st.refused,
+        st.startup_timeouts,
+        st.startup_overflows,
+        st.linger_resets
+    );
+    let s = core.port_stats();
+    println!(
+        "port {pname}: rx {} frames ({} dropped; device checksums {} good, {} bad), \
+         tx {} frames ({} dropped; {} checksum offloaded, {} zero-copy)",
+        s.rx_frames,
+        s.rx_dropped,
+        s.rx_checksum_good,
+        s.rx_checksum_bad,
+        s.tx_frames,
+        s.tx_dropped,
+        s.tx_checksum_offloaded,
+        s.tx_zero_copy
+    );
+}
