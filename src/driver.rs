@@ -2,17 +2,25 @@
 //! waits, retries, timeouts and error reporting a consumer needs, written once.
 //!
 //! An [`Endpoint`] either drives a core itself between its steps ([`Endpoint::with_core`]:
-//! run to completion, like a DPDK lcore running its application; the embedded default and
-//! the `iwarp bench` client do this) or leaves the core to another thread
-//! ([`Endpoint::new`]: `iwarp serve` sessions, which run on the core's thread in turn).
-//! Every wait ends after [`Endpoint::stall`] without progress.
+//! run to completion, like a DPDK lcore running its application; the embedded default,
+//! the `iwarp bench` client, rping and perftest do this, owning the core or borrowing it)
+//! or leaves the core to another thread ([`Endpoint::new`]: `iwarp serve` sessions, which
+//! run on the core's thread in turn). Every wait ends after [`Endpoint::stall`] without
+//! progress.
+//!
+//! Two ways to take completions: [`Endpoint::pump`] hands over each poll's completions at
+//! once (bandwidth loops), [`Endpoint::wait_wr`] waits for the next completion of one kind
+//! of work request and keeps receives of other kinds for later (request-response
+//! protocols: rping, perftest's control connection).
 
+use std::borrow::BorrowMut;
+use std::collections::VecDeque;
 use std::fmt;
 use std::time::{Duration, Instant};
 
 use control::verbs::{
-    CmError, Completion, ConnId, Core, Cq, Device, Pd, PostError, QpInit, QueuePair, RecvWr,
-    SendWr, WcStatus,
+    CmError, Completion, ConnId, Core, Cq, Device, Pd, PostError, QpInit, QpRingState, QueuePair,
+    RecvWr, SendWr, WcOpcode, WcStatus,
 };
 
 /// Longest any wait goes without progress, by default.
@@ -43,6 +51,9 @@ pub enum DriverError {
     Stalled(&'static str, Duration),
     /// The QP refused a work request (it is in error).
     Post(PostError),
+    /// The connection closed: a work request was flushed, or the QP went to error with
+    /// nothing left to complete.
+    Closed,
 }
 
 impl fmt::Display for DriverError {
@@ -54,6 +65,7 @@ impl fmt::Display for DriverError {
                 write!(f, "no progress for {} s while {what}", d.as_secs_f64())
             }
             DriverError::Post(e) => write!(f, "posting a work request: {e}"),
+            DriverError::Closed => f.write_str("the connection closed"),
         }
     }
 }
@@ -68,10 +80,11 @@ pub fn close(dev: &Device, core: &mut Core, conn: ConnId) {
     let _ = p.poll_with(core, dev.limits().linger + Duration::from_secs(1));
 }
 
-/// One QP and its CQ, driven by a consumer (see the module docs).
+/// One QP and its CQ, driven by a consumer (see the module docs). `C` is how it holds the
+/// core it drives, if any: owned ([`Core`], the default) or borrowed (`&mut Core`).
 #[derive(Debug)]
-pub struct Endpoint {
-    core: Option<Core>,
+pub struct Endpoint<C = Core> {
+    core: Option<C>,
     /// The protection domain of this endpoint (one per session: its regions are not
     /// reachable from another session's QP).
     pub pd: Pd,
@@ -83,12 +96,14 @@ pub struct Endpoint {
     pub done: Vec<Completion>,
     /// Longest a wait goes without progress.
     pub stall: Duration,
+    /// Completions [`Endpoint::wait_wr`] took from the CQ and has not handed out yet.
+    backlog: VecDeque<Completion>,
 }
 
-impl Endpoint {
+impl<C: BorrowMut<Core>> Endpoint<C> {
     /// An endpoint whose core runs elsewhere: `sq`/`rq` work requests deep, in a PD of its
     /// own.
-    pub fn new(dev: &Device, sq: usize, rq: usize) -> Endpoint {
+    pub fn new(dev: &Device, sq: usize, rq: usize) -> Endpoint<C> {
         let pd = dev.alloc_pd();
         let cq = dev.create_cq((sq + rq) * 2 + 64);
         let mut init = QpInit::new(&cq, &cq);
@@ -102,24 +117,41 @@ impl Endpoint {
             qp,
             done: Vec::with_capacity(256),
             stall: DEFAULT_STALL,
+            backlog: VecDeque::new(),
         }
     }
 
     /// An endpoint that polls `core` whenever it waits.
-    pub fn with_core(dev: &Device, core: Core, sq: usize, rq: usize) -> Endpoint {
+    pub fn with_core(dev: &Device, core: C, sq: usize, rq: usize) -> Endpoint<C> {
         let mut e = Endpoint::new(dev, sq, rq);
         e.core = Some(core);
         e
     }
 
     /// Gives the core back (the QP, CQ and PD go).
-    pub fn into_core(self) -> Option<Core> {
+    pub fn into_core(self) -> Option<C> {
         self.core
     }
 
     /// The core this endpoint drives, if it does.
     pub fn core(&self) -> Option<&Core> {
-        self.core.as_ref()
+        self.core.as_ref().map(|c| c.borrow())
+    }
+
+    /// The core this endpoint drives, if it does, to drive it meanwhile (a connection
+    /// being set up, another QP's traffic).
+    pub fn core_mut(&mut self) -> Option<&mut Core> {
+        self.core.as_mut().map(|c| c.borrow_mut())
+    }
+
+    /// One poll of the core (when this endpoint drives one), else a yield.
+    fn poll_core(&mut self) {
+        match self.core.as_mut() {
+            Some(c) => {
+                c.borrow_mut().poll();
+            }
+            None => std::thread::yield_now(),
+        }
     }
 
     /// Polls the core (when this endpoint drives one) and takes up to 256 completions into
@@ -127,7 +159,7 @@ impl Endpoint {
     /// many completions came.
     pub fn pump(&mut self) -> Result<usize, DriverError> {
         if let Some(c) = self.core.as_mut() {
-            c.poll();
+            c.borrow_mut().poll();
         }
         self.done.clear();
         let n = self.cq.poll(&mut self.done, 256);
@@ -141,7 +173,7 @@ impl Endpoint {
     /// after the connection closed, which a closing endpoint expects).
     pub fn pump_any(&mut self) -> usize {
         if let Some(c) = self.core.as_mut() {
-            c.poll();
+            c.borrow_mut().poll();
         }
         self.done.clear();
         self.cq.poll(&mut self.done, 256)
@@ -155,11 +187,7 @@ impl Endpoint {
     ) -> Result<T, DriverError> {
         let end = Instant::now() + self.stall;
         loop {
-            if let Some(c) = self.core.as_mut() {
-                c.poll();
-            } else {
-                std::thread::yield_now();
-            }
+            self.poll_core();
             if let Some(r) = p.try_get() {
                 return r.map_err(DriverError::Connect);
             }
@@ -178,7 +206,7 @@ impl Endpoint {
                 Ok(()) => return Ok(()),
                 Err(PostError::QueueFull) => {
                     if let Some(c) = self.core.as_mut() {
-                        c.poll();
+                        c.borrow_mut().poll();
                     }
                     if Instant::now() > end {
                         return Err(DriverError::Stalled("posting a send", self.stall));
@@ -220,14 +248,75 @@ impl Endpoint {
         let p = dev.disconnect(conn);
         let end = Instant::now() + dev.limits().linger + Duration::from_secs(1);
         loop {
-            if let Some(c) = self.core.as_mut() {
-                c.poll();
-            } else {
-                std::thread::yield_now();
-            }
+            self.poll_core();
             if p.try_get().is_some() || Instant::now() > end {
                 return;
             }
+        }
+    }
+
+    /// The first failed completion waiting in the backlog of [`Endpoint::wait_wr`], if
+    /// any (for loops that drive another QP meanwhile).
+    pub fn backlog_failure(&self) -> Option<Completion> {
+        self.backlog
+            .iter()
+            .find(|c| c.status != WcStatus::Success)
+            .copied()
+    }
+
+    /// Polls the core and moves what the CQ holds to the backlog of
+    /// [`Endpoint::wait_wr`].
+    pub fn pump_backlog(&mut self) {
+        self.poll_core();
+        while let Some(c) = self.cq.poll_one() {
+            self.backlog.push_back(c);
+        }
+    }
+
+    /// Waits for the next completion whose `wr_id & mask` is `kind`, pumping meanwhile.
+    /// A failed completion ends the wait (a flushed one as [`DriverError::Closed`]), as
+    /// does a QP in error with nothing left to complete. Successful completions of other
+    /// kinds stay for a later wait when they are receives, and are dropped otherwise
+    /// (signaled sends nobody waits for).
+    pub fn wait_wr(
+        &mut self,
+        mask: u64,
+        kind: u64,
+        what: &'static str,
+    ) -> Result<Completion, DriverError> {
+        let end = Instant::now() + self.stall;
+        loop {
+            let mut i = 0;
+            while i < self.backlog.len() {
+                let c = self.backlog[i];
+                if c.status == WcStatus::Flushed {
+                    return Err(DriverError::Closed);
+                }
+                if c.status != WcStatus::Success {
+                    return Err(DriverError::Completion(c));
+                }
+                if c.wr_id & mask == kind {
+                    self.backlog.remove(i);
+                    return Ok(c);
+                }
+                if c.opcode == WcOpcode::Recv {
+                    i += 1;
+                } else {
+                    self.backlog.remove(i);
+                }
+            }
+            if self.qp.state() == QpRingState::Error {
+                // Flushes may still be on their way: one more round before giving up.
+                self.pump_backlog();
+                if self.backlog.is_empty() {
+                    return Err(DriverError::Closed);
+                }
+                continue;
+            }
+            if Instant::now() > end {
+                return Err(DriverError::Stalled(what, self.stall));
+            }
+            self.pump_backlog();
         }
     }
 }

@@ -39,7 +39,6 @@
 //!
 //! Both roles drive their [`Core`] themselves, like [`crate::rping`].
 
-use std::collections::VecDeque;
 use std::fmt;
 use std::net::SocketAddrV4;
 use std::time::{Duration, Instant};
@@ -51,6 +50,7 @@ use control::verbs::{
 };
 
 use crate::bench::Test;
+use crate::driver::{DriverError, Endpoint};
 use crate::report::{BwMeter, BwSample, Report, ReportParams, Sample};
 
 /// perftest's TCP port.
@@ -438,181 +438,152 @@ fn stalled(what: impl Into<String>) -> PerftestError {
     PerftestError::Stalled(what.into())
 }
 
-/// The control QP and its buffers.
-struct Ctl {
-    qp: QueuePair,
-    cq: Cq,
+/// The control connection on the shared driver ([`Endpoint`], which drives the caller's
+/// core), its message buffers, and which side of the exchange this is.
+struct Ctl<'a> {
+    ep: Endpoint<&'a mut Core>,
     recv: Mr,
     send: Mr,
-    backlog: VecDeque<Completion>,
-}
-
-struct Engine<'a> {
-    core: &'a mut Core,
-    timeout: Duration,
     client: bool,
 }
 
-impl Engine<'_> {
-    fn pump(&mut self, ctl: &mut Ctl) {
-        self.core.poll();
-        while let Some(c) = ctl.cq.poll_one() {
-            ctl.backlog.push_back(c);
-        }
-    }
-
-    fn ctl_new(dev: &Device, pd: &Pd) -> Result<Ctl, PerftestError> {
-        let cq = dev.create_cq(64);
-        let mut init = QpInit::new(&cq, &cq);
-        init.max_send_wr = 16;
-        init.max_recv_wr = CTL_RECVS as usize + 4;
-        let qp = pd.create_qp(&init);
-        let recv = reg(pd, CTL_SLOT * CTL_RECVS as usize, Access::LOCAL_WRITE)?;
-        let send = reg(pd, CTL_SLOT, Access::LOCAL_WRITE)?;
+impl<'a> Ctl<'a> {
+    fn new(
+        dev: &Device,
+        core: &'a mut Core,
+        o: &PerftestOptions,
+        client: bool,
+    ) -> Result<Ctl<'a>, PerftestError> {
+        let mut ep = Endpoint::with_core(dev, core, 16, CTL_RECVS as usize + 4);
+        ep.stall = o.step_timeout;
+        let recv = reg(&ep.pd, CTL_SLOT * CTL_RECVS as usize, Access::LOCAL_WRITE)?;
+        let send = reg(&ep.pd, CTL_SLOT, Access::LOCAL_WRITE)?;
         let ctl = Ctl {
-            qp,
-            cq,
+            ep,
             recv,
             send,
-            backlog: VecDeque::new(),
+            client,
         };
         for s in 0..CTL_RECVS {
-            ctl_post_recv(&ctl, s)?;
+            ctl.post_recv(s)?;
         }
         Ok(ctl)
     }
 
-    /// Waits for a control completion of `kind`.
-    fn ctl_wait(
-        &mut self,
-        ctl: &mut Ctl,
-        kind: u64,
-        what: &str,
-    ) -> Result<Completion, PerftestError> {
-        let until = Instant::now() + self.timeout;
-        loop {
-            if let Some(i) = ctl.backlog.iter().position(|c| c.wr_id & WR_KIND == kind) {
-                let c = ctl.backlog.remove(i).unwrap_or_else(|| unreachable!());
-                if c.status != WcStatus::Success {
-                    return Err(if c.status == WcStatus::Flushed {
-                        PerftestError::Protocol(format!(
-                            "the peer closed the control connection while {what}"
-                        ))
-                    } else {
-                        PerftestError::Completion(c)
-                    });
-                }
-                return Ok(c);
-            }
-            if let Some(c) = ctl
-                .backlog
-                .iter()
-                .find(|c| c.status != WcStatus::Success)
-                .copied()
-            {
-                return Err(if c.status == WcStatus::Flushed {
-                    PerftestError::Protocol(format!(
-                        "the peer closed the control connection while {what}"
-                    ))
-                } else {
-                    PerftestError::Completion(c)
-                });
-            }
-            if Instant::now() > until {
-                return Err(stalled(what.to_string()));
-            }
-            self.pump(ctl);
-        }
+    /// The core, to drive it meanwhile.
+    fn core(&mut self) -> &mut Core {
+        self.ep
+            .core_mut()
+            .unwrap_or_else(|| unreachable!("a Ctl drives its core"))
     }
 
-    fn ctl_send(&mut self, ctl: &mut Ctl, msg: &[u8], what: &str) -> Result<(), PerftestError> {
-        ctl.send
+    /// One round of the core; control completions wait in the driver's backlog.
+    fn pump(&mut self) {
+        self.ep.pump_backlog();
+    }
+
+    /// The first failed control completion, if any.
+    fn failure(&self) -> Option<Completion> {
+        self.ep.backlog_failure()
+    }
+
+    /// Waits for a connection answer.
+    fn connected(
+        &mut self,
+        p: &control::verbs::Pending<ConnInfo>,
+        what: &str,
+    ) -> Result<ConnInfo, PerftestError> {
+        self.ep.wait(p, "connecting").map_err(|e| match e {
+            DriverError::Connect(e) => PerftestError::Connect(e),
+            _ => stalled(what.to_string()),
+        })
+    }
+
+    fn post_recv(&self, slot: u64) -> Result<(), PerftestError> {
+        self.ep
+            .qp
+            .post_recv(RecvWr {
+                wr_id: WR_CTL_RECV | slot,
+                local: self.recv.sge(slot * CTL_SLOT as u64, CTL_SLOT as u32),
+            })
+            .map_err(|e| PerftestError::Protocol(format!("posting a control receive: {e}")))
+    }
+
+    /// Waits for a control completion of `kind` ([`Endpoint::wait_wr`]).
+    fn wait(&mut self, kind: u64, what: &str) -> Result<Completion, PerftestError> {
+        self.ep
+            .wait_wr(WR_KIND, kind, "a control message")
+            .map_err(|e| match e {
+                DriverError::Closed => PerftestError::Protocol(format!(
+                    "the peer closed the control connection while {what}"
+                )),
+                DriverError::Completion(c) => PerftestError::Completion(c),
+                _ => stalled(what.to_string()),
+            })
+    }
+
+    fn send(&mut self, msg: &[u8], what: &str) -> Result<(), PerftestError> {
+        self.send
             .write(0, msg)
             .map_err(|e| PerftestError::Protocol(format!("writing a control message: {e}")))?;
         let wr = SendWr {
             wr_id: WR_CTL_SEND,
             op: SendOp::Send,
-            local: ctl.send.sge(0, msg.len() as u32),
+            local: self.send.sge(0, msg.len() as u32),
             signaled: true,
         };
-        let until = Instant::now() + self.timeout;
-        loop {
-            match ctl.qp.post_send(wr) {
-                Ok(()) => break,
-                Err(PostError::QueueFull) if Instant::now() < until => self.pump(ctl),
-                Err(e) => {
-                    return Err(PerftestError::Protocol(format!(
-                        "posting a control Send while {what}: {e}"
-                    )))
-                }
-            }
-        }
-        self.ctl_wait(ctl, WR_CTL_SEND, what).map(|_| ())
+        self.ep.post_send(wr).map_err(|e| match e {
+            DriverError::Stalled(..) => stalled(what.to_string()),
+            e => PerftestError::Protocol(format!("posting a control Send while {what}: {e}")),
+        })?;
+        self.wait(WR_CTL_SEND, what).map(|_| ())
     }
 
-    fn ctl_recv(&mut self, ctl: &mut Ctl, what: &str) -> Result<Vec<u8>, PerftestError> {
-        let c = self.ctl_wait(ctl, WR_CTL_RECV, what)?;
+    fn recv(&mut self, what: &str) -> Result<Vec<u8>, PerftestError> {
+        let c = self.wait(WR_CTL_RECV, what)?;
         let slot = c.wr_id & 0xffff;
         let len = (c.byte_len as usize).min(CTL_SLOT);
         let mut b = vec![0u8; len];
-        ctl.recv
+        self.recv
             .read(slot as usize * CTL_SLOT, &mut b)
             .map_err(|e| PerftestError::Protocol(format!("reading a control message: {e}")))?;
         // After the last exchange the peer may already have closed: a receive that cannot
         // be reposted then is not an error (a later wait reports the closed connection).
-        let _ = ctl_post_recv(ctl, slot);
+        let _ = self.post_recv(slot);
         Ok(b)
     }
 
     /// One symmetric exchange: the client Sends first, the server answers.
-    fn exchange(
-        &mut self,
-        ctl: &mut Ctl,
-        mine: &[u8],
-        what: &str,
-    ) -> Result<Vec<u8>, PerftestError> {
+    fn exchange(&mut self, mine: &[u8], what: &str) -> Result<Vec<u8>, PerftestError> {
         if self.client {
-            self.ctl_send(ctl, mine, what)?;
-            self.ctl_recv(ctl, what)
+            self.send(mine, what)?;
+            self.recv(what)
         } else {
-            let theirs = self.ctl_recv(ctl, what)?;
-            self.ctl_send(ctl, mine, what)?;
+            let theirs = self.recv(what)?;
+            self.send(mine, what)?;
             Ok(theirs)
         }
     }
 
     /// Steps 1-3: version, system data, MTU. Returns the peer's version string.
-    fn preamble(&mut self, ctl: &mut Ctl) -> Result<String, PerftestError> {
+    fn preamble(&mut self) -> Result<String, PerftestError> {
         let mut v = [0u8; VERSION_LEN];
         v[..VERSION.len()].copy_from_slice(VERSION.as_bytes());
-        let theirs = self.exchange(ctl, &v, "exchanging versions")?;
+        let theirs = self.exchange(&v, "exchanging versions")?;
         let end = theirs.iter().position(|&b| b == 0).unwrap_or(theirs.len());
         let peer = String::from_utf8_lossy(&theirs[..end]).into_owned();
         if version_number(&peer) >= 5.32 {
-            self.exchange(ctl, &CYCLE_BUFFER.to_be_bytes(), "exchanging the page size")?;
-            self.exchange(
-                ctl,
-                &CACHE_LINE.to_be_bytes(),
-                "exchanging the cache line size",
-            )?;
+            self.exchange(&CYCLE_BUFFER.to_be_bytes(), "exchanging the page size")?;
+            self.exchange(&CACHE_LINE.to_be_bytes(), "exchanging the cache line size")?;
         }
-        self.exchange(ctl, &MTU_MSG, "exchanging the MTU")?;
+        self.exchange(&MTU_MSG, "exchanging the MTU")?;
         Ok(peer)
     }
 
-    fn dest(&mut self, ctl: &mut Ctl, mine: &Dest, what: &str) -> Result<Dest, PerftestError> {
-        let b = self.exchange(ctl, &mine.encode(), what)?;
+    fn dest(&mut self, mine: &Dest, what: &str) -> Result<Dest, PerftestError> {
+        let b = self.exchange(&mine.encode(), what)?;
         Dest::decode(&b)
     }
-}
-
-fn ctl_post_recv(ctl: &Ctl, slot: u64) -> Result<(), PerftestError> {
-    ctl.qp
-        .post_recv(RecvWr {
-            wr_id: WR_CTL_RECV | slot,
-            local: ctl.recv.sge(slot * CTL_SLOT as u64, CTL_SLOT as u32),
-        })
-        .map_err(|e| PerftestError::Protocol(format!("posting a control receive: {e}")))
 }
 
 fn gid_of(mac: [u8; 6]) -> [u8; 16] {
@@ -708,18 +679,6 @@ fn report_of(o: &PerftestOptions, sample: BwSample) -> Report {
     }
 }
 
-fn wait_conn(
-    core: &mut Core,
-    p: &control::verbs::Pending<ConnInfo>,
-    timeout: Duration,
-    what: &str,
-) -> Result<ConnInfo, PerftestError> {
-    match p.poll_with(core, timeout) {
-        Some(r) => r.map_err(PerftestError::Connect),
-        None => Err(stalled(what.to_string())),
-    }
-}
-
 /// Runs perftest's client against the `ib_*_bw -R` server at `server`. `mac` is our
 /// port's address (it goes into the GID perftest prints).
 pub fn run_client(
@@ -730,28 +689,22 @@ pub fn run_client(
     mac: [u8; 6],
 ) -> Result<PerftestOutcome, PerftestError> {
     validate_options(o)?;
-    let pd = dev.alloc_pd();
-    let mut ctl = Engine::ctl_new(dev, &pd)?;
+    let mut ctl = Ctl::new(dev, core, o, true)?;
     // The control connection asks what perftest asks: IRD = ORD = 0.
     let mut ctl_cfg = o.initiator.clone();
     ctl_cfg.ird = 0;
     ctl_cfg.ord = 0;
     let p = dev.connect(
-        &ctl.qp,
+        &ctl.ep.qp,
         server,
         crate::rping::with_first_fpdu_delay(&ctl_cfg),
     );
-    let ctl_info = wait_conn(core, &p, o.step_timeout, "connecting the control QP")?;
-    let mut e = Engine {
-        core,
-        timeout: o.step_timeout,
-        client: true,
-    };
-    let result = client_session(dev, &pd, &mut e, &mut ctl, server, o, mac);
+    let ctl_info = ctl.connected(&p, "connecting the control QP")?;
+    let result = client_session(dev, &mut ctl, server, o, mac);
     if let Ok((_, Some(info))) = &result {
-        crate::driver::close(dev, e.core, info.conn);
+        crate::driver::close(dev, ctl.core(), info.conn);
     }
-    crate::driver::close(dev, e.core, ctl_info.conn);
+    ctl.ep.disconnect(dev, ctl_info.conn);
     result.map(|(out, _)| out)
 }
 
@@ -759,15 +712,13 @@ type Session = (PerftestOutcome, Option<ConnInfo>);
 
 fn client_session(
     dev: &Device,
-    pd: &Pd,
-    e: &mut Engine<'_>,
-    ctl: &mut Ctl,
+    ctl: &mut Ctl<'_>,
     server: SocketAddrV4,
     o: &PerftestOptions,
     mac: [u8; 6],
 ) -> Result<Session, PerftestError> {
-    let peer_version = e.preamble(ctl)?;
-    e.dest(ctl, &Dest::default(), "exchanging the first empty address")?;
+    let peer_version = ctl.preamble()?;
+    ctl.dest(&Dest::default(), "exchanging the first empty address")?;
     // Connect the test QP, retrying while the server is not listening yet.
     let (ird, ord) = o.ird_ord.unwrap_or(if o.test == Test::ReadBw {
         (o.initiator.ird, o.initiator.ord)
@@ -779,16 +730,16 @@ fn client_session(
     cfg.ord = ord;
     let mut attempt = 0;
     let (t, info) = loop {
-        let t = test_qp(dev, pd, o, false)?;
+        let t = test_qp(dev, &ctl.ep.pd, o, false)?;
         let p = dev.connect(&t.qp, server, cfg.clone());
-        match wait_conn(e.core, &p, o.step_timeout, "connecting the test QP") {
+        match ctl.connected(&p, "connecting the test QP") {
             Ok(info) => break (t, info),
             Err(PerftestError::Connect(err)) if attempt + 1 < CONNECT_RETRIES => {
                 attempt += 1;
                 let _ = err;
                 let until = Instant::now() + Duration::from_millis(100);
                 while Instant::now() < until {
-                    e.pump(ctl);
+                    ctl.pump();
                 }
             }
             Err(err) => return Err(err),
@@ -798,19 +749,15 @@ fn client_session(
         .established
         .ird_ord
         .map_or((0, 0), |x| (x.peer_ird, x.peer_ord));
-    e.dest(ctl, &Dest::default(), "exchanging the second empty address")?;
+    ctl.dest(&Dest::default(), "exchanging the second empty address")?;
     let mine = my_dest(&t, o, info.ird, mac);
     let n_dest = if o.test == Test::SendBw { 4 } else { 3 };
     let mut peer = Dest::default();
     for i in 0..n_dest {
-        peer = e.dest(
-            ctl,
-            &mine,
-            &format!("exchanging addresses ({}/{n_dest})", i + 1),
-        )?;
+        peer = ctl.dest(&mine, &format!("exchanging addresses ({}/{n_dest})", i + 1))?;
     }
-    let sample = client_traffic(e, ctl, &t, &peer, o, info.ord)?;
-    e.dest(ctl, &mine, "telling the server the test is done")?;
+    let sample = client_traffic(ctl, &t, &peer, o, info.ord)?;
+    ctl.dest(&mine, "telling the server the test is done")?;
     if o.test != Test::SendBw {
         let version = version_number(&peer_version);
         let mine_r = BwReport {
@@ -821,9 +768,9 @@ fn client_session(
             msg_rate: sample.msg_rate_mpps,
         };
         for m in mine_r.encode(if version >= 5.33 { 8 } else { 4 }) {
-            e.exchange(ctl, &m, "exchanging results")?;
+            ctl.exchange(&m, "exchanging results")?;
         }
-        e.dest(ctl, &mine, "closing the exchange")?;
+        ctl.dest(&mine, "closing the exchange")?;
     }
     Ok((
         PerftestOutcome {
@@ -842,8 +789,7 @@ fn client_session(
 /// The client's traffic: `iters` Writes, Reads or Sends of `size` octets, at most
 /// `tx_depth` in flight (send: within the server's credits).
 fn client_traffic(
-    e: &mut Engine<'_>,
-    ctl: &mut Ctl,
+    ctl: &mut Ctl<'_>,
     t: &TestQp,
     peer: &Dest,
     o: &PerftestOptions,
@@ -903,7 +849,7 @@ fn client_traffic(
                 }
             }
         }
-        e.pump(ctl);
+        ctl.pump();
         while let Some(c) = t.cq.poll_one() {
             if c.status != WcStatus::Success {
                 return Err(PerftestError::Completion(c));
@@ -912,10 +858,10 @@ fn client_traffic(
             completed += 1;
             last_progress = Instant::now();
         }
-        if let Some(c) = ctl.backlog.iter().find(|c| c.status != WcStatus::Success) {
-            return Err(PerftestError::Completion(*c));
+        if let Some(c) = ctl.failure() {
+            return Err(PerftestError::Completion(c));
         }
-        if last_progress.elapsed() > e.timeout {
+        if last_progress.elapsed() > o.step_timeout {
             return Err(stalled(format!(
                 "running the test ({completed} of {} messages completed, {posted} posted)",
                 o.iters
@@ -934,28 +880,22 @@ pub fn run_server(
     mac: [u8; 6],
 ) -> Result<PerftestOutcome, PerftestError> {
     validate_options(o)?;
-    let pd = dev.alloc_pd();
-    let mut ctl = Engine::ctl_new(dev, &pd)?;
     let req = next_request(core, listener, o.accept_timeout, "waiting for a client")?;
-    let p = listener.accept(&req, &ctl.qp, AcceptParams::default());
+    let mut ctl = Ctl::new(dev, core, o, false)?;
+    let p = listener.accept(&req, &ctl.ep.qp, AcceptParams::default());
     // Full Operation comes with the client's first FPDU, its version message.
-    let ctl_info = wait_conn(core, &p, o.step_timeout, "accepting the control QP")?;
-    let mut e = Engine {
-        core,
-        timeout: o.step_timeout,
-        client: false,
-    };
-    let result = server_session(dev, &pd, &mut e, &mut ctl, listener, o, mac);
+    let ctl_info = ctl.connected(&p, "accepting the control QP")?;
+    let result = server_session(dev, &mut ctl, listener, o, mac);
     // perftest's client closes after the last exchange; closing first can flush its last
     // Send before it completes ("Bad wc status"). Give it a moment to go first.
     let until = Instant::now() + Duration::from_secs(2);
-    while result.is_ok() && Instant::now() < until && ctl.qp.state() != QpRingState::Error {
-        e.pump(&mut ctl);
+    while result.is_ok() && Instant::now() < until && ctl.ep.qp.state() != QpRingState::Error {
+        ctl.pump();
     }
     if let Ok((_, Some(conn))) = &result {
-        crate::driver::close(dev, e.core, conn.conn);
+        crate::driver::close(dev, ctl.core(), conn.conn);
     }
-    crate::driver::close(dev, e.core, ctl_info.conn);
+    ctl.ep.disconnect(dev, ctl_info.conn);
     result.map(|(out, _)| out)
 }
 
@@ -979,26 +919,24 @@ fn next_request(
 
 fn server_session(
     dev: &Device,
-    pd: &Pd,
-    e: &mut Engine<'_>,
-    ctl: &mut Ctl,
+    ctl: &mut Ctl<'_>,
     listener: &Listener,
     o: &PerftestOptions,
     mac: [u8; 6],
 ) -> Result<Session, PerftestError> {
-    let peer_version = e.preamble(ctl)?;
-    let t = test_qp(dev, pd, o, true)?;
+    let peer_version = ctl.preamble()?;
+    let t = test_qp(dev, &ctl.ep.pd, o, true)?;
     let rx_depth = o.effective_rx_depth();
     if o.test == Test::SendBw {
         for i in 0..rx_depth {
             post_data_recv(&t, o, i)?;
         }
     }
-    e.dest(ctl, &Dest::default(), "exchanging the first empty address")?;
+    ctl.dest(&Dest::default(), "exchanging the first empty address")?;
     // The client connects the test QP now.
-    let until = Instant::now() + e.timeout;
+    let until = Instant::now() + o.step_timeout;
     let req = loop {
-        e.pump(ctl);
+        ctl.pump();
         if let Some(r) = listener.try_next() {
             break r;
         }
@@ -1019,7 +957,7 @@ fn server_session(
         }
         Ok(())
     };
-    e.dest(ctl, &Dest::default(), "exchanging the second empty address")?;
+    ctl.dest(&Dest::default(), "exchanging the second empty address")?;
     poll_accept(&mut info)?;
     let out_reads = if o.test == Test::ReadBw {
         peer_ird_ord.1.min(o.responder.max_ird).max(1)
@@ -1030,20 +968,16 @@ fn server_session(
     let n_dest = if o.test == Test::SendBw { 4 } else { 3 };
     let mut peer = Dest::default();
     for i in 0..n_dest {
-        peer = e.dest(
-            ctl,
-            &mine,
-            &format!("exchanging addresses ({}/{n_dest})", i + 1),
-        )?;
+        peer = ctl.dest(&mine, &format!("exchanging addresses ({}/{n_dest})", i + 1))?;
         poll_accept(&mut info)?;
     }
     let (sample, messages) = if o.test == Test::SendBw {
-        let s = server_receive(e, ctl, &t, &peer, o, &mut || poll_accept(&mut info))?;
-        e.dest(ctl, &mine, "hearing that the client is done")?;
+        let s = server_receive(ctl, &t, &peer, o, &mut || poll_accept(&mut info))?;
+        ctl.dest(&mine, "hearing that the client is done")?;
         (s, s.iterations)
     } else {
         // The client writes or reads on its own; we serve its FPDUs until it says done.
-        e.dest(ctl, &mine, "waiting for the client to finish")?;
+        ctl.dest(&mine, "waiting for the client to finish")?;
         poll_accept(&mut info)?;
         let mut theirs = Vec::with_capacity(5);
         let blank = BwReport::default();
@@ -1053,15 +987,15 @@ fn server_session(
             4
         };
         for m in blank.encode(iters_len) {
-            theirs.push(e.exchange(ctl, &m, "exchanging results")?);
+            theirs.push(ctl.exchange(&m, "exchanging results")?);
         }
         let r = BwReport::decode(&theirs)?;
-        e.dest(ctl, &mine, "closing the exchange")?;
+        ctl.dest(&mine, "closing the exchange")?;
         (r.sample(), r.iters)
     };
-    let deadline = Instant::now() + e.timeout;
+    let deadline = Instant::now() + o.step_timeout;
     while info.is_none() && Instant::now() < deadline {
-        e.pump(ctl);
+        ctl.pump();
         poll_accept(&mut info)?;
     }
 
@@ -1103,8 +1037,7 @@ fn post_data_recv(t: &TestQp, o: &PerftestOptions, i: u64) -> Result<(), Perftes
 
 /// The send_bw server: counts `iters` receives, reposting each and granting credits.
 fn server_receive(
-    e: &mut Engine<'_>,
-    ctl: &mut Ctl,
+    ctl: &mut Ctl<'_>,
     t: &TestQp,
     peer: &Dest,
     o: &PerftestOptions,
@@ -1118,7 +1051,7 @@ fn server_receive(
     let mut last_progress = Instant::now();
     let mut posted = rx_depth;
     while received < o.iters {
-        e.pump(ctl);
+        ctl.pump();
         poll_accept()?;
         let mut got = 0;
         while let Some(c) = t.cq.poll_one() {
@@ -1169,7 +1102,7 @@ fn server_receive(
                 }
             }
         }
-        if last_progress.elapsed() > e.timeout {
+        if last_progress.elapsed() > o.step_timeout {
             return Err(stalled(format!(
                 "receiving ({received} of {} messages)",
                 o.iters

@@ -26,7 +26,6 @@
 //! Both roles drive their [`Core`] themselves (run to completion, like a DPDK lcore running
 //! its application), in the style of [`crate::bench`].
 
-use std::collections::VecDeque;
 use std::fmt;
 use std::io::Write;
 use std::net::SocketAddrV4;
@@ -35,9 +34,11 @@ use std::time::{Duration, Instant};
 
 use control::embedded::{self, WireConfig};
 use control::verbs::{
-    AcceptParams, Access, CmError, Completion, Core, Cq, Device, InitiatorConfig, Mr, Pd,
-    PostError, QpInit, QpRingState, QueuePair, RecvWr, ResponderConfig, SendOp, SendWr, WcStatus,
+    AcceptParams, Access, CmError, Completion, Core, Device, InitiatorConfig, Mr, Pd, PostError,
+    RecvWr, ResponderConfig, SendOp, SendWr,
 };
+
+use crate::driver::{DriverError, Endpoint};
 
 /// rping's TCP port.
 pub const DEFAULT_PORT: u16 = 7174;
@@ -290,49 +291,58 @@ impl From<RpingError> for Fail {
     }
 }
 
-/// One connection's verbs objects, driven by the caller's core.
+impl From<DriverError> for Fail {
+    fn from(e: DriverError) -> Fail {
+        match e {
+            DriverError::Closed | DriverError::Post(PostError::QpError) => Fail::Closed,
+            DriverError::Completion(c) => Fail::Err(RpingError::Completion(c)),
+            DriverError::Stalled(what, _) => Fail::Err(RpingError::Stalled(what)),
+            DriverError::Connect(e) => Fail::Err(RpingError::Connect(e)),
+            DriverError::Post(e) => Fail::Err(RpingError::Protocol(format!("posting: {e}"))),
+        }
+    }
+}
+
+/// One connection's verbs objects on the shared driver ([`Endpoint`]), which drives the
+/// caller's core; plus rping's message buffers.
 struct Ep<'a> {
-    core: &'a mut Core,
-    cq: Cq,
-    qp: QueuePair,
-    /// Completions taken from the CQ and not consumed yet.
-    backlog: VecDeque<Completion>,
+    ep: Endpoint<&'a mut Core>,
     /// Receive buffers (`RECVS` slots of `INFO_LEN` octets).
     recv: Mr,
     /// Send buffers: slot 0 and 1 for the two advertisements of a ping, slot 2 all zero
     /// (the server's "go ahead").
     send: Mr,
-    timeout: Duration,
 }
 
 impl<'a> Ep<'a> {
-    fn new(dev: &Device, core: &'a mut Core, o: &RpingOptions) -> Result<(Ep<'a>, Pd), RpingError> {
-        let pd = dev.alloc_pd();
-        let cq = dev.create_cq(64);
-        let mut init = QpInit::new(&cq, &cq);
+    fn new(dev: &Device, core: &'a mut Core, o: &RpingOptions) -> Result<Ep<'a>, RpingError> {
         // rping: RPING_SQ_DEPTH 16, two receives.
-        init.max_send_wr = 16;
-        init.max_recv_wr = 4;
-        let qp = pd.create_qp(&init);
-        let recv = reg(&pd, INFO_LEN * RECVS as usize, Access::LOCAL_WRITE)?;
-        let send = reg(&pd, INFO_LEN * 3, Access::LOCAL_WRITE)?;
-        let ep = Ep {
-            core,
-            cq,
-            qp,
-            backlog: VecDeque::new(),
-            recv,
-            send,
-            timeout: o.step_timeout,
-        };
+        let mut ep = Endpoint::with_core(dev, core, 16, 4);
+        ep.stall = o.step_timeout;
+        let recv = reg(&ep.pd, INFO_LEN * RECVS as usize, Access::LOCAL_WRITE)?;
+        let send = reg(&ep.pd, INFO_LEN * 3, Access::LOCAL_WRITE)?;
+        let ep = Ep { ep, recv, send };
         for slot in 0..RECVS {
             ep.post_recv(slot)?;
         }
-        Ok((ep, pd))
+        Ok(ep)
+    }
+
+    /// Waits for a connection answer.
+    fn connected<T>(
+        &mut self,
+        p: &control::verbs::Pending<T>,
+        what: &'static str,
+    ) -> Result<T, RpingError> {
+        self.ep.wait(p, what).map_err(|e| match e {
+            DriverError::Connect(e) => RpingError::Connect(e),
+            _ => RpingError::Stalled(what),
+        })
     }
 
     fn post_recv(&self, slot: u64) -> Result<(), RpingError> {
-        self.qp
+        self.ep
+            .qp
             .post_recv(RecvWr {
                 wr_id: WR_RECV | slot,
                 local: self.recv.sge(slot * INFO_LEN as u64, INFO_LEN as u32),
@@ -341,15 +351,7 @@ impl<'a> Ep<'a> {
     }
 
     fn post(&mut self, wr: SendWr) -> Result<(), Fail> {
-        let until = Instant::now() + self.timeout;
-        loop {
-            match self.qp.post_send(wr) {
-                Ok(()) => return Ok(()),
-                Err(PostError::QueueFull) if Instant::now() < until => self.pump(),
-                Err(PostError::QueueFull) => return Err(RpingError::Stalled("posting").into()),
-                Err(PostError::QpError) => return Err(Fail::Closed),
-            }
-        }
+        Ok(self.ep.post_send(wr)?)
     }
 
     /// Sends advertisement slot `slot` (0..3) of the send buffer.
@@ -363,52 +365,9 @@ impl<'a> Ep<'a> {
         })
     }
 
-    /// One core iteration; completions go to the backlog.
-    fn pump(&mut self) {
-        self.core.poll();
-        while let Some(c) = self.cq.poll_one() {
-            self.backlog.push_back(c);
-        }
-    }
-
-    /// Waits for a completion with `wr_id & 0xf00 == kind`. Completions of other kinds
-    /// that succeeded are dropped (Send completions) unless they are receives, which stay
-    /// queued; a failed one ends the wait.
+    /// Waits for a completion with `wr_id & 0xf00 == kind` ([`Endpoint::wait_wr`]).
     fn wait(&mut self, kind: u64, what: &'static str) -> Result<Completion, Fail> {
-        let until = Instant::now() + self.timeout;
-        loop {
-            let mut i = 0;
-            while i < self.backlog.len() {
-                let c = self.backlog[i];
-                if c.status == WcStatus::Flushed {
-                    return Err(Fail::Closed);
-                }
-                if c.status != WcStatus::Success {
-                    return Err(RpingError::Completion(c).into());
-                }
-                if c.wr_id & 0xf00 == kind {
-                    self.backlog.remove(i);
-                    return Ok(c);
-                }
-                if c.wr_id & 0xf00 == WR_RECV {
-                    i += 1;
-                } else {
-                    self.backlog.remove(i);
-                }
-            }
-            if self.qp.state() == QpRingState::Error && self.backlog.is_empty() {
-                // Flushes may still be on their way; give the core a moment.
-                self.pump();
-                if self.backlog.is_empty() {
-                    return Err(Fail::Closed);
-                }
-                continue;
-            }
-            if Instant::now() > until {
-                return Err(RpingError::Stalled(what).into());
-            }
-            self.pump();
-        }
+        Ok(self.ep.wait_wr(0xf00, kind, what)?)
     }
 
     /// Waits for the next received message, reposts its buffer and returns its octets.
@@ -449,18 +408,6 @@ fn info_of(mr: &Mr, size: usize) -> RdmaInfo {
     }
 }
 
-fn wait_pending<T>(
-    core: &mut Core,
-    p: &control::verbs::Pending<T>,
-    timeout: Duration,
-    what: &'static str,
-) -> Result<T, RpingError> {
-    match p.poll_with(core, timeout) {
-        Some(r) => r.map_err(RpingError::Connect),
-        None => Err(RpingError::Stalled(what)),
-    }
-}
-
 /// Runs rping's client against `server` on `dev`, driving `core` itself. Writes rping's
 /// output lines to `out`.
 pub fn run_client(
@@ -471,16 +418,16 @@ pub fn run_client(
     out: &mut dyn Write,
 ) -> Result<RpingStats, RpingError> {
     validate_options(o)?;
-    let (mut ep, pd) = Ep::new(dev, core, o)?;
+    let mut ep = Ep::new(dev, core, o)?;
     let remote = Access::LOCAL_WRITE | Access::REMOTE_READ | Access::REMOTE_WRITE;
-    let start = reg(&pd, o.size, remote)?;
-    let sink = reg(&pd, o.size, remote)?;
+    let start = reg(&ep.ep.pd, o.size, remote)?;
+    let sink = reg(&ep.ep.pd, o.size, remote)?;
     ep.send
         .write(0, &info_of(&start, o.size).encode())
         .and_then(|()| ep.send.write(INFO_LEN, &info_of(&sink, o.size).encode()))
         .map_err(|e| RpingError::Protocol(format!("writing the send buffer: {e}")))?;
-    let p = dev.connect(&ep.qp, server, with_first_fpdu_delay(&o.initiator));
-    let info = wait_pending(ep.core, &p, o.step_timeout, "connecting")?;
+    let p = dev.connect(&ep.ep.qp, server, with_first_fpdu_delay(&o.initiator));
+    let info = ep.connected(&p, "connecting")?;
     let mut stats = RpingStats {
         connections: 1,
         ird_ord: (info.ird, info.ord),
@@ -517,7 +464,7 @@ pub fn run_client(
         }
         Ok(())
     })();
-    crate::driver::close(dev, ep.core, info.conn);
+    ep.ep.disconnect(dev, info.conn);
     match result {
         Ok(()) => Ok(stats),
         Err(Fail::Err(e)) => Err(e),
@@ -573,11 +520,11 @@ fn serve(
                 return Err(RpingError::Stalled("waiting for a client"));
             }
         };
-        let (mut ep, pd) = Ep::new(dev, core, o)?;
+        let mut ep = Ep::new(dev, core, o)?;
         // The server reads whatever size the client advertises (up to rping's maximum).
-        let buf = reg(&pd, MAX_SIZE, Access::LOCAL_WRITE)?;
-        let p = listener.accept(&req, &ep.qp, o.accept.clone());
-        let info = match wait_pending(ep.core, &p, o.step_timeout, "accepting") {
+        let buf = reg(&ep.ep.pd, MAX_SIZE, Access::LOCAL_WRITE)?;
+        let p = listener.accept(&req, &ep.ep.qp, o.accept.clone());
+        let info = match ep.connected(&p, "accepting") {
             Ok(i) => i,
             // A persistent server outlives a client whose startup failed (a bad or
             // abandoned MPA exchange, a probe), as rping -P does.
@@ -591,7 +538,7 @@ fn serve(
         stats.ird_ord = (info.ird, info.ord);
         stats.peer_ird_ord = info.established.ird_ord.map(|x| (x.peer_ird, x.peer_ord));
         let result = serve_conn(&mut ep, &buf, o, out, &mut stats);
-        crate::driver::close(dev, ep.core, info.conn);
+        ep.ep.disconnect(dev, info.conn);
         match result {
             Ok(()) | Err(Fail::Closed) => {}
             Err(Fail::Err(e)) => return Err(e),

@@ -293,6 +293,7 @@ impl From<DriverError> for BenchError {
             DriverError::Completion(c) => BenchError::Completion(c),
             DriverError::Stalled(what, _) => BenchError::Stalled(what),
             DriverError::Post(e) => BenchError::Thread(e.to_string()),
+            DriverError::Closed => BenchError::Protocol("the peer closed the connection".into()),
         }
     }
 }
