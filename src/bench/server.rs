@@ -72,28 +72,45 @@ const WR_RESULT: u64 = 1 << 61;
 /// when the core frames it, after later grants may have been written).
 const GRANT_SLOTS: u64 = 64;
 
-/// The octets a session for `h` registers on the server: what [`Server`] budgets.
-pub fn session_memory(h: &Hello) -> u64 {
-    let max = h.sizes.iter().copied().max().unwrap_or(1).max(1) as u64;
-    let depth = h.tx_depth as u64;
-    let data = match h.test {
-        Test::WriteBw | Test::SendBw if h.verify => depth * max,
+/// The largest message of a session.
+fn max_size(h: &Hello) -> usize {
+    h.sizes.iter().copied().max().unwrap_or(1).max(1)
+}
+
+/// The octets of a session's data region: a slot per message in flight for write-bw and
+/// send-bw with `--verify`, the moving-offset region of the read tests with `--verify`,
+/// else one message.
+fn data_len(h: &Hello) -> usize {
+    let max = max_size(h);
+    match h.test {
+        Test::WriteBw | Test::SendBw if h.verify => h.tx_depth * max,
         Test::ReadBw | Test::ReadLat if h.verify => {
-            verify::region_slots(h.test.is_latency(), h.tx_depth) as u64 * max
-                + verify::READ_SLACK as u64
+            verify::region_slots(h.test.is_latency(), h.tx_depth) * max + verify::READ_SLACK
         }
         _ => max,
-    };
-    let src = match h.test {
-        Test::WriteLat | Test::SendLat => max,
-        _ => 0,
-    };
+    }
+}
+
+/// The octets of a session's source region: the answers of the ping-pong tests, else the
+/// result message.
+fn source_len(h: &Hello) -> usize {
+    match h.test {
+        Test::WriteLat | Test::SendLat => max_size(h).max(RESULT_LEN),
+        _ => RESULT_LEN,
+    }
+}
+
+/// The octets a session for `h` registers on the server: what [`Server`] budgets.
+pub fn session_memory(h: &Hello) -> u64 {
+    let depth = h.tx_depth as u64;
+    let data = data_len(h) as u64;
+    let src = source_len(h) as u64;
     // The session's work queues and CQ (the rings are allocated whole).
     let (sq, rq) = (depth.max(64) + 16, depth + CTL_RECVS + 16);
     let rings = sq * std::mem::size_of::<control::verbs::SendWr>() as u64
         + rq * std::mem::size_of::<RecvWr>() as u64
         + ((sq + rq) * 2 + 64) * std::mem::size_of::<control::verbs::Completion>() as u64;
-    data + src + CTL_RECVS * CTL_SLOT + GRANT_SLOTS * 8 + RESULT_LEN as u64 + rings
+    data + src + CTL_RECVS * CTL_SLOT + GRANT_SLOTS * 8 + rings
 }
 
 #[cfg(test)]
@@ -423,14 +440,7 @@ impl Session {
         let depth = hello.tx_depth;
         let mut ep = Endpoint::new(dev, depth.max(64) + 16, depth + CTL_RECVS as usize + 16);
         ep.stall = STALL;
-        let max = hello.sizes.iter().copied().max().unwrap_or(1).max(1);
-        let data_len = match hello.test {
-            Test::WriteBw | Test::SendBw if hello.verify => depth * max,
-            Test::ReadBw | Test::ReadLat if hello.verify => {
-                verify::region_slots(hello.test.is_latency(), depth) * max + verify::READ_SLACK
-            }
-            _ => max,
-        };
+        let data_len = data_len(&hello);
         let reg = |len: usize, a: Access| {
             ep.pd
                 .reg_mr(len.max(1), a)
@@ -445,13 +455,7 @@ impl Session {
         };
         let r = (|| {
             let data = reg(data_len, Access::LOCAL_WRITE | remote)?;
-            let src = reg(
-                match hello.test {
-                    Test::WriteLat | Test::SendLat => max.max(RESULT_LEN),
-                    _ => RESULT_LEN,
-                },
-                Access::LOCAL_WRITE,
-            )?;
+            let src = reg(source_len(&hello), Access::LOCAL_WRITE)?;
             let ctl = reg((CTL_RECVS * CTL_SLOT) as usize, Access::LOCAL_WRITE)?;
             let grants = reg((GRANT_SLOTS * 8) as usize, Access::LOCAL_WRITE)?;
             Ok::<_, String>((data, src, ctl, grants))
