@@ -10,7 +10,8 @@
 //! lcore.
 //!
 //! The translations from the file's tables to the engine's configuration live here too:
-//! [`tcp_config`], [`initiator_config`], [`responder_config`].
+//! [`tcp_config`], [`limits`], [`port_config`]; the `[mpa]` table's are
+//! [`crate::mpa`]'s.
 
 use std::fmt;
 use std::net::Ipv4Addr;

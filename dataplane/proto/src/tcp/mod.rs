@@ -99,6 +99,7 @@
 //! before feeding the [`Deframer`](wire::mpa::deframe::Deframer). The smoltcp version is
 //! pinned to 0.12: 0.13 and later need Rust 1.91, above the workspace's 1.85.
 
+pub mod congestion;
 mod conn;
 mod cookie;
 mod isn;
@@ -113,6 +114,7 @@ mod harness;
 #[cfg(test)]
 mod tests;
 
+pub use congestion::{Congestion, CongestionControl, NewReno, Window};
 pub use conn::Connection;
 pub use isn::IsnGenerator;
 pub use rtt::RttEstimator;
@@ -232,6 +234,8 @@ pub struct Config {
     pub ack_every: u32,
     /// Initial cwnd in segments of EMSS (RFC 6928 allows 10).
     pub initial_cwnd_segments: u32,
+    /// The congestion controller ([`congestion`]).
+    pub congestion: Congestion,
     /// SYN retransmissions before giving up with [`Event::TimedOut`].
     pub syn_retries: u32,
     /// Data retransmissions (consecutive RTOs) before giving up with [`Event::TimedOut`].
@@ -271,6 +275,7 @@ impl Default for Config {
             delayed_ack: Duration::from_micros(200),
             ack_every: 2,
             initial_cwnd_segments: 10,
+            congestion: Congestion::NewReno,
             syn_retries: 6,
             max_retries: 15,
             user_timeout: Some(DEFAULT_USER_TIMEOUT),

@@ -1,0 +1,191 @@
+//! ACK processing (RFC 9293 3.10.7.4 "fifth"): SND.UNA, RTT samples (RFC 6298), the
+//! congestion window through the [`CongestionControl`](super::super::CongestionControl),
+//! loss recovery (RFC 6582 NewReno, RFC 6675 SACK), the send window, Eifel (RFC 3522,
+//! RFC 4015).
+
+use super::*;
+
+impl Connection {
+    /// The ACK part of RFC 9293 3.10.7.4 "fifth" for synchronized states, with RFC 6298
+    /// (RTT/RTO), RFC 5681 (cwnd) and RFC 6582 (NewReno).
+    pub(super) fn process_ack(
+        &mut self,
+        repr: &TcpRepr,
+        ack: TcpSeqNumber,
+        ack_off: u64,
+        seg_wnd: u64,
+        pure: bool,
+    ) {
+        let smss = self.emss as u64;
+        let use_sack = self.sack_ok;
+        let newly_sacked = if use_sack {
+            self.absorb_sack_blocks(repr)
+        } else {
+            0
+        };
+        // RFC 3522 Eifel detection: the first ACK to advance SND.UNA after a timeout echoes
+        // a TSval older than the first retransmission's when an original transmission
+        // made it: the timeout was spurious (a peer that did not run in time, not loss).
+        let spurious = match self.rto_undo {
+            Some(u) if ack_off > self.snd_una => {
+                self.rto_undo = None;
+                repr.timestamp
+                    .is_some_and(|ts| ts.tsecr != 0 && ts_lt(ts.tsecr, u.rtx_tsval))
+                    .then_some(u)
+            }
+            _ => None,
+        };
+        if ack_off > self.snd_una {
+            let acked = ack_off - self.snd_una;
+            self.snd_una = ack_off;
+            // Progress: the USER TIMEOUT starts over (re-armed on the next transmit poll).
+            self.progress_deadline = None;
+            self.sendq
+                .ack_to(ack_off.saturating_sub(1).min(self.sendq.end()));
+            if self.snd_nxt < self.snd_una {
+                self.snd_nxt = self.snd_una;
+            }
+            if let Some((end, sent)) = self.rtt_timed {
+                if ack_off >= end {
+                    self.rtt.sample(self.now.saturating_sub(sent));
+                    self.rtt_timed = None;
+                }
+            }
+            self.retries = 0;
+            self.rtx_deadline = if self.snd_una >= self.snd_max {
+                None
+            } else {
+                Some(self.after(self.rtt.rto()))
+            };
+            if self.in_recovery {
+                if ack_off >= self.recover {
+                    if use_sack {
+                        // RFC 6675 section 5: recovery ends; continue from ssthresh.
+                        self.win.cwnd = self.win.ssthresh.max(smss);
+                        self.sendq.clear_rtx();
+                    } else {
+                        // Full acknowledgment (RFC 6582 3.2 step 3).
+                        let flight = self.snd_max - self.snd_una;
+                        self.win.cwnd = self.win.ssthresh.min(flight.max(smss) + smss);
+                    }
+                    self.in_recovery = false;
+                    self.dupacks = 0;
+                    self.fast_rtx_pending = false;
+                    self.pipe = 0;
+                } else if use_sack {
+                    // RFC 6675: no cwnd deflation; pipe is recomputed below.
+                } else {
+                    // Partial acknowledgment (step 4): retransmit the first unacknowledged
+                    // record, deflate cwnd.
+                    self.fast_rtx_pending = true;
+                    self.win.cwnd = self.win.cwnd.saturating_sub(acked);
+                    if acked >= smss {
+                        self.win.cwnd += smss;
+                    }
+                    self.win.cwnd = self.win.cwnd.max(smss);
+                }
+            } else {
+                self.dupacks = 0;
+                self.cc.on_ack(&mut self.win, acked, smss);
+            }
+        } else if ack_off == self.snd_una
+            && pure
+            && self.snd_max > self.snd_una
+            && seg_wnd == self.snd_wnd
+        {
+            // A duplicate ACK (RFC 5681 section 2).
+            self.dupacks += 1;
+            self.stats.dupacks_received += 1;
+            if self.in_recovery {
+                if !use_sack {
+                    self.win.cwnd += smss;
+                }
+            } else if !use_sack && self.dupacks == 3 && ack_off > self.recover {
+                // Fast retransmit (RFC 6582 3.2 step 2).
+                let flight = self.snd_max - self.snd_una;
+                self.cc.on_loss(&mut self.win, flight, smss);
+                self.recover = self.snd_max;
+                self.win.cwnd = self.win.ssthresh + 3 * smss;
+                self.in_recovery = true;
+                self.fast_rtx_pending = true;
+                self.rtt_timed = None;
+                self.stats.fast_retransmits += 1;
+            }
+        }
+        if use_sack {
+            let (una, high) = self.scoreboard_range();
+            if !self.in_recovery
+                && self.snd_max > self.snd_una
+                && ack_off > self.recover
+                && (self.dupacks >= 3
+                    || (newly_sacked > 0 && self.sendq.first_is_lost(una, high, smss)))
+            {
+                // Enter SACK-based loss recovery (RFC 6675 section 5, steps 4.1-4.3).
+                let flight = self.snd_max - self.snd_una;
+                self.recover = self.snd_max;
+                self.cc.on_loss(&mut self.win, flight, smss);
+                self.in_recovery = true;
+                self.sendq.clear_rtx();
+                self.fast_rtx_pending = true;
+                self.rtt_timed = None;
+                self.stats.fast_retransmits += 1;
+            }
+            if self.in_recovery {
+                self.pipe = self.sendq.pipe(una, high, smss);
+            }
+        }
+        // Window update (RFC 9293 3.10.7.4: SND.WL1/SND.WL2 rule).
+        let wl1_d = seq_diff(repr.seq_number, self.snd_wl1);
+        if wl1_d > 0 || (wl1_d == 0 && seq_diff(ack, self.snd_wl2) >= 0) {
+            let opened = seg_wnd > self.snd_wnd;
+            self.snd_wnd = seg_wnd;
+            self.snd_wl1 = repr.seq_number;
+            self.snd_wl2 = ack;
+            self.max_snd_wnd = self.max_snd_wnd.max(seg_wnd);
+            if opened {
+                self.persist_backoff = 0;
+            }
+        }
+        if let Some(u) = spurious {
+            // RFC 4015 response: no go-back-N (the originals arrived), resume with new data
+            // (SND.NXT = SND.MAX) and give back the congestion state the timeout took.
+            self.stats.spurious_timeouts += 1;
+            self.snd_nxt = self.snd_nxt.max(self.snd_max);
+            if !self.in_recovery {
+                self.win.cwnd = self.win.cwnd.max(u.cwnd);
+                self.win.ssthresh = u.ssthresh;
+            }
+        }
+    }
+
+    /// Stream offsets `[SND.UNA, SND.MAX)` restricted to data (no SYN, no FIN): the range
+    /// the SACK scoreboard covers.
+    pub(super) fn scoreboard_range(&self) -> (u64, u64) {
+        let end = self.sendq.end();
+        (
+            self.snd_una.saturating_sub(1).min(end),
+            self.snd_max.saturating_sub(1).min(end),
+        )
+    }
+
+    /// Marks the records the peer's SACK blocks cover (RFC 2018, RFC 6675 "Update()").
+    /// Blocks at or below SND.UNA (D-SACK, RFC 2883) or beyond SND.MAX are ignored.
+    pub(super) fn absorb_sack_blocks(&mut self, repr: &TcpRepr) -> u64 {
+        let una_seq = seq_at(self.iss, self.snd_una);
+        let mut newly = 0;
+        for (l, r) in repr.sack_ranges.iter().flatten() {
+            let dl = seq_diff(TcpSeqNumber(*l as i32), una_seq);
+            let dr = seq_diff(TcpSeqNumber(*r as i32), una_seq);
+            if dl < 0 || dr <= dl {
+                continue;
+            }
+            let (lo, hi) = (self.snd_una + dl as u64, self.snd_una + dr as u64);
+            if hi > self.snd_max || lo == 0 {
+                continue;
+            }
+            let end = self.sendq.end();
+            newly += self.sendq.mark_sacked((lo - 1).min(end), (hi - 1).min(end));
+        }
+        newly
+    }
+}
