@@ -20,6 +20,7 @@ use std::time::Duration;
 use appconfig::{Config, Driver};
 use control::verbs::Device;
 use dataplane::lcore::Core;
+use dataplane::port::faults::FaultConfig;
 use proto::tcp;
 
 /// Why a deployment could not be opened or run.
@@ -232,8 +233,19 @@ pub fn port_configs(ports: &[appconfig::Port]) -> Vec<Option<dpdk_port::PortConf
 
 /// Opens the node of `cfg` on port `port` (an index from [`select_port`]): starts EAL
 /// with [`Config::eal_argv`], opens the DPDK device, and builds its device and core.
-#[cfg(feature = "dpdk")]
 pub fn open(cfg: &Config, port: usize) -> Result<Node, DeployError> {
+    open_with_faults(cfg, port, FaultConfig::default())
+}
+
+/// [`open`], with `faults` injected into what the port transmits (a
+/// [`Faulty`](dataplane::port::faults::Faulty) wrapper around the DPDK port) when any has
+/// a chance.
+#[cfg(feature = "dpdk")]
+pub fn open_with_faults(
+    cfg: &Config,
+    port: usize,
+    faults: FaultConfig,
+) -> Result<Node, DeployError> {
     use dataplane::lcore::CoreConfig;
     use dataplane::net::NetConfig;
     use dataplane::port::Port;
@@ -262,7 +274,12 @@ pub fn open(cfg: &Config, port: usize) -> Result<Node, DeployError> {
         isn_key: None,
         limits: limits(&cfg.limits),
     };
-    let (device, core) = control::verbs::open(core_cfg, Box::new(dpdk));
+    let port: Box<dyn Port> = if faults.any() {
+        Box::new(dataplane::port::faults::Faulty::new(dpdk, faults))
+    } else {
+        Box::new(dpdk)
+    };
+    let (device, core) = control::verbs::open(core_cfg, port);
     let lcore = cfg
         .lcores
         .iter()
@@ -280,7 +297,11 @@ pub fn open(cfg: &Config, port: usize) -> Result<Node, DeployError> {
 
 /// Without DPDK there is nothing to open.
 #[cfg(not(feature = "dpdk"))]
-pub fn open(_cfg: &Config, _port: usize) -> Result<Node, DeployError> {
+pub fn open_with_faults(
+    _cfg: &Config,
+    _port: usize,
+    _faults: FaultConfig,
+) -> Result<Node, DeployError> {
     Err(DeployError::NoDpdk)
 }
 

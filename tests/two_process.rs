@@ -57,14 +57,35 @@ mod dpdk {
         },
     ];
 
-    /// The client runs: (test, flags). Every run verifies every octet.
-    const RUNS: [(&str, &[&str]); 6] = [
+    /// The client runs: (test, flags). Every run verifies every octet. One runs with faults
+    /// injected into what the client's DPDK port transmits (a `Faulty` port wrapper).
+    const RUNS: [(&str, &[&str]); 7] = [
         ("write-bw", &["-s", "65536", "-n", "400", "--verify"]),
         ("read-bw", &["-s", "65536", "-n", "400", "--verify"]),
         ("send-bw", &["-s", "65536", "-n", "400", "--verify"]),
         ("write-bw", &["-s", "1000", "-n", "2000", "--verify"]),
         ("write-lat", &["-s", "8", "-n", "500", "--verify"]),
         ("read-lat", &["-s", "8", "-n", "500", "--verify"]),
+        (
+            "write-bw",
+            &[
+                "-s",
+                "65536",
+                "-n",
+                "400",
+                "--verify",
+                "--loss",
+                "0.01",
+                "--reorder",
+                "0.01",
+                "--duplicate",
+                "0.01",
+                "--resegment",
+                "0.02",
+                "--corrupt",
+                "0.005",
+            ],
+        ),
     ];
     const LAT_ONLY: [(&str, &[&str]); 1] = [("send-lat", &["-s", "8", "-n", "500", "--verify"])];
 
@@ -159,6 +180,9 @@ mod dpdk {
                 assert_eq!(v["wrong_octets"], 0, "{test} {flags:?}: {out}");
                 assert_eq!(v["expected_octets"], want, "{test} {flags:?}: {out}");
                 assert_eq!(v["verified_octets"], want, "{test} {flags:?}: {out}");
+                if flags.contains(&"--loss") {
+                    assert_ne!(json["params"]["faults"], "none", "{out}");
+                }
                 eprintln!("{} / {test} {}: {}", mode.name, flags.join(" "), results[0]);
             }
             let (ok, out) = srv.finish(Duration::from_secs(20));

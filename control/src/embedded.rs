@@ -10,6 +10,7 @@ use std::net::{Ipv4Addr, SocketAddrV4};
 use dataplane::lcore::{Core, CoreConfig};
 use dataplane::limits::Limits;
 use dataplane::net::NetConfig;
+pub use dataplane::port::faults::FaultConfig;
 use dataplane::port::mem;
 pub use dataplane::port::mem::{WireConfig, WireConfigError};
 use dataplane::port::Port;

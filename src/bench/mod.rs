@@ -43,7 +43,7 @@ use std::fmt;
 use std::net::SocketAddrV4;
 use std::time::Duration;
 
-use control::embedded::{self, WireConfig, BENCH_PORT};
+use control::embedded::{self, FaultConfig, WireConfig, BENCH_PORT};
 use control::verbs::{AlignmentStats, CmError, Completion, Core, Device, InitiatorConfig};
 use hdrhistogram::Histogram;
 
@@ -115,7 +115,8 @@ impl Test {
     }
 }
 
-/// Fault injection on the in-memory wire (both directions).
+/// Fault injection: on the in-memory wire (both directions), or on what a DPDK port
+/// transmits (`--config`).
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
 pub struct Faults {
     /// Probability a frame is lost.
@@ -134,22 +135,32 @@ pub struct Faults {
 
 impl Faults {
     fn any(&self) -> bool {
-        self.loss > 0.0
-            || self.reorder > 0.0
-            || self.duplicate > 0.0
-            || self.resegment > 0.0
-            || self.corrupt > 0.0
+        self.config(0).any()
     }
 
-    fn wire(&self, mtu: usize, dir: u64) -> WireConfig {
-        WireConfig {
-            mtu,
+    /// The faults of direction `dir` (0 or 1: each its own seed).
+    pub fn config(&self, dir: u64) -> FaultConfig {
+        FaultConfig {
             loss: self.loss,
             reorder: self.reorder,
             duplicate: self.duplicate,
             resegment: self.resegment,
             corrupt: self.corrupt,
             seed: self.seed.wrapping_mul(2).wrapping_add(dir),
+            ..FaultConfig::default()
+        }
+    }
+
+    fn wire(&self, mtu: usize, dir: u64) -> WireConfig {
+        let f = self.config(dir);
+        WireConfig {
+            mtu,
+            loss: f.loss,
+            reorder: f.reorder,
+            duplicate: f.duplicate,
+            resegment: f.resegment,
+            corrupt: f.corrupt,
+            seed: f.seed,
             ..WireConfig::default()
         }
     }

@@ -186,14 +186,10 @@ pub fn run(a: BenchArgs) -> Result<bool, String> {
     let out = match &a.config {
         None => bench::run_embedded(&opts).map_err(|e| e.to_string())?,
         Some(path) => {
-            if [a.loss, a.reorder, a.duplicate, a.resegment, a.corrupt]
-                .iter()
-                .any(|&p| p > 0.0)
-                || a.mtu != 1500
-            {
+            if a.mtu != 1500 {
                 return Err(
-                    "--mtu and fault injection apply to the in-memory link only; with --config \
-                     the MTU is the port's `mtu`"
+                    "--mtu applies to the in-memory link only; with --config the MTU is the \
+                     port's `mtu`"
                         .into(),
                 );
             }
@@ -263,7 +259,10 @@ fn on_config(
     let p = &cfg.ports[port];
     let link = format!("{} {} mtu={}", p.driver.as_str(), p.name, p.mtu);
     opts.mtu = usize::from(p.mtu);
-    let node = iwarp::deploy::open(&cfg, port).map_err(|e| e.to_string())?;
+    // Faults go on what this client's port transmits (the server's frames arrive as they
+    // were sent).
+    let node = iwarp::deploy::open_with_faults(&cfg, port, opts.faults.config(0))
+        .map_err(|e| e.to_string())?;
     let o = opts.clone();
     let init = mpa::initiator(&opts.mpa);
     let (core, r) = node

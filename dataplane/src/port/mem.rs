@@ -34,11 +34,12 @@
 //! by duplication or resegmentation that do not fit are dropped and counted in
 //! [`WireStats::overflow`].
 
+use super::faults::{tcp_layout, FaultConfig, FaultInjector, FaultSink};
 use super::{ChecksumOffload, Port, PortStats, RxChecksum, TxPayload};
 use crossbeam::queue::ArrayQueue;
 use crossbeam::utils::CachePadded;
 use proto::tcp::SharedRecord;
-use smoltcp::wire::{EthernetAddress, IpAddress, Ipv4Address, Ipv4Packet, TcpPacket};
+use smoltcp::wire::{EthernetAddress, Ipv4Packet};
 use std::collections::BinaryHeap;
 use std::fmt;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
@@ -52,7 +53,7 @@ pub const DEFAULT_MTU: usize = 1500;
 /// Default [`WireConfig::capacity`].
 pub const DEFAULT_CAPACITY: usize = 4096;
 /// Default [`WireConfig::reorder_delay`].
-pub const DEFAULT_REORDER_DELAY: Duration = Duration::from_millis(1);
+pub use super::faults::DEFAULT_REORDER_DELAY;
 /// Smallest MTU [`WireConfig::validate`] accepts (the IPv4 minimum, RFC 791).
 pub const MIN_MTU: usize = 68;
 /// Largest MTU [`WireConfig::validate`] accepts (the largest IPv4 datagram).
@@ -313,8 +314,18 @@ impl WireConfig {
         }
     }
 
-    fn faulty(&self) -> bool {
-        self.probabilities().iter().any(|(_, p)| *p > 0.0)
+    /// The faults of this direction, for a [`FaultInjector`].
+    pub fn fault_config(&self) -> FaultConfig {
+        FaultConfig {
+            loss: self.loss,
+            duplicate: self.duplicate,
+            reorder: self.reorder,
+            reorder_delay: self.reorder_delay,
+            resegment: self.resegment,
+            corrupt: self.corrupt,
+            corrupt_undetected: self.corrupt_undetected,
+            seed: self.seed,
+        }
     }
 }
 
@@ -450,30 +461,6 @@ impl Direction {
     }
 }
 
-/// SplitMix64: small, fast, seeded; good enough for fault decisions.
-#[derive(Debug, Clone)]
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
-    }
-
-    /// True with probability `p` (no draw when `p` is 0).
-    fn chance(&mut self, p: f64) -> bool {
-        p > 0.0 && ((self.next() >> 11) as f64) * (1.0 / (1u64 << 53) as f64) < p
-    }
-
-    /// Uniform in `0..n` (`n > 0`).
-    fn below(&mut self, n: usize) -> usize {
-        ((self.next() as u128 * n as u128) >> 64) as usize
-    }
-}
-
 /// A frame held back by the receiver until it is due; the heap's top is the earliest.
 struct Held {
     due: Instant,
@@ -505,10 +492,9 @@ pub struct MemPort {
     out: usize,
     mac: EthernetAddress,
     cfg: WireConfig,
-    faulty: bool,
-    rng: Rng,
+    /// The faults of this direction (none on a perfect wire).
+    injector: Option<FaultInjector>,
     pending: Vec<Frame>,
-    pieces: Vec<Vec<u8>>,
     held: BinaryHeap<Held>,
     held_seq: u64,
     stats: PortStats,
@@ -551,12 +537,13 @@ fn make_link(a: WireConfig, b: WireConfig) -> (MemPort, MemPort) {
         link: link.clone(),
         out,
         mac: cfg.mac.unwrap_or(DEFAULT_MACS[out]),
-        faulty: cfg.faulty(),
         // Distinct streams per direction even for equal seeds.
-        rng: Rng(cfg.seed ^ (0xa076_1d64_78bd_642f_u64.wrapping_mul(out as u64 + 1))),
+        injector: cfg
+            .fault_config()
+            .any()
+            .then(|| FaultInjector::new(cfg.fault_config(), out as u64)),
         cfg,
         pending: Vec::new(),
-        pieces: Vec::new(),
         held: BinaryHeap::new(),
         held_seq: 0,
         stats: PortStats::default(),
@@ -590,16 +577,6 @@ impl MemPort {
         self.cfg
             .capacity
             .saturating_sub(in_flight + self.pending.len())
-    }
-
-    fn buffer(&self) -> Vec<u8> {
-        match self.link[self.out].free.pop() {
-            Some(mut b) => {
-                b.clear();
-                b
-            }
-            None => Vec::with_capacity(self.cfg.mtu + ETHERNET_HEADER_LEN),
-        }
     }
 
     /// A buffer of `len` octets for [`Port::tx`] to fill. A recycled buffer keeps its old
@@ -642,7 +619,7 @@ impl MemPort {
         self.stats.tx_frames += 1;
         self.stats.tx_octets += len as u64;
         bump(&self.link[self.out].tx.sent);
-        if self.faulty {
+        if self.injector.is_some() {
             if let Some(t) = tail {
                 t.read_into(&mut buf);
             }
@@ -657,77 +634,71 @@ impl MemPort {
         }
     }
 
-    /// Queues an extra frame made by a fault, if there is room.
-    fn push_extra(&mut self, frame: Frame) -> bool {
-        if self.room() > 0 {
-            self.pending.push(frame);
-            true
-        } else {
-            bump(&self.link[self.out].tx.overflow);
-            Self::recycle(&self.link[self.out], frame.data);
-            false
-        }
-    }
-
     /// Applies this direction's faults to one frame and queues what is left of it.
     fn faults(&mut self, buf: Vec<u8>) {
-        let link = self.link.clone();
-        let counters = &link[self.out].tx;
-        if self.rng.chance(self.cfg.loss) {
-            bump(&counters.lost);
-            Self::recycle(&link[self.out], buf);
+        let Some(mut injector) = self.injector.take() else {
             return;
-        }
-        let mut pieces = std::mem::take(&mut self.pieces);
-        pieces.clear();
-        if self.rng.chance(self.cfg.resegment) {
-            let free = &link[self.out].free;
-            if resegment(&buf, &mut self.rng, &mut pieces, || {
-                free.pop().unwrap_or_default()
-            }) {
-                bump(&counters.resegmented);
-                Self::recycle(&link[self.out], buf);
-            } else {
-                pieces.push(buf);
-            }
+        };
+        let link = self.link.clone();
+        let dir = &link[self.out];
+        let base = self.base_due();
+        let room = self
+            .cfg
+            .capacity
+            .saturating_sub(dir.in_flight.load(Ordering::Acquire));
+        let mut sink = WireSink {
+            dir,
+            pending: &mut self.pending,
+            room,
+            base,
+            reorder_delay: self.cfg.reorder_delay,
+        };
+        let ev = injector.apply(buf, &mut sink);
+        self.injector = Some(injector);
+        let c = &dir.tx;
+        c.lost.fetch_add(ev.lost, Ordering::Relaxed);
+        c.duplicated.fetch_add(ev.duplicated, Ordering::Relaxed);
+        c.reordered.fetch_add(ev.reordered, Ordering::Relaxed);
+        c.resegmented.fetch_add(ev.resegmented, Ordering::Relaxed);
+        c.corrupted.fetch_add(ev.corrupted, Ordering::Relaxed);
+        c.corrupted_undetected
+            .fetch_add(ev.corrupted_undetected, Ordering::Relaxed);
+    }
+}
+
+/// Where a faulty direction's frames go: this port's pending frames, within the wire's
+/// capacity.
+struct WireSink<'a> {
+    dir: &'a Direction,
+    pending: &'a mut Vec<Frame>,
+    /// Frames the wire can take besides those pending.
+    room: usize,
+    base: Option<Instant>,
+    reorder_delay: Duration,
+}
+
+impl FaultSink for WireSink<'_> {
+    fn alloc(&mut self) -> Vec<u8> {
+        self.dir.free.pop().unwrap_or_default()
+    }
+    fn recycle(&mut self, buf: Vec<u8>) {
+        MemPort::recycle(self.dir, buf);
+    }
+    fn emit(&mut self, frame: Vec<u8>, reordered: bool, first: bool) -> bool {
+        let due = if reordered {
+            Some(self.base.unwrap_or_else(Instant::now) + self.reorder_delay)
         } else {
-            pieces.push(buf);
+            self.base
+        };
+        // Room for the first piece was checked by `tx`; extra ones need their own.
+        if first || self.room > self.pending.len() {
+            self.pending.push(Frame::new(frame, due));
+            true
+        } else {
+            bump(&self.dir.tx.overflow);
+            MemPort::recycle(self.dir, frame);
+            false
         }
-        for (i, mut data) in pieces.drain(..).enumerate() {
-            if self.rng.chance(self.cfg.corrupt) && corrupt_detected(&mut data, &mut self.rng) {
-                bump(&counters.corrupted);
-            }
-            if self.rng.chance(self.cfg.corrupt_undetected)
-                && corrupt_undetected(&mut data, &mut self.rng)
-            {
-                bump(&counters.corrupted_undetected);
-            }
-            let mut due = self.base_due();
-            if self.rng.chance(self.cfg.reorder) {
-                due = Some(due.unwrap_or_else(Instant::now) + self.cfg.reorder_delay);
-                bump(&counters.reordered);
-            }
-            let copy = if self.rng.chance(self.cfg.duplicate) {
-                let mut c = self.buffer();
-                c.extend_from_slice(&data);
-                Some(c)
-            } else {
-                None
-            };
-            let frame = Frame::new(data, due);
-            if i == 0 {
-                // Room for the first piece was checked by `tx`.
-                self.pending.push(frame);
-            } else {
-                self.push_extra(frame);
-            }
-            if let Some(c) = copy {
-                if self.push_extra(Frame::new(c, due)) {
-                    bump(&counters.duplicated);
-                }
-            }
-        }
-        self.pieces = pieces;
     }
 }
 
@@ -943,146 +914,6 @@ fn device_verdict(frame: &[u8]) -> RxChecksum {
     } else {
         RxChecksum::Bad
     }
-}
-
-/// Where the pieces of a TCP/IPv4 frame are.
-#[derive(Debug, Clone, Copy)]
-struct TcpLayout {
-    /// IPv4 header length.
-    ip_len: usize,
-    /// Offset of the TCP header in the frame.
-    tcp: usize,
-    /// Offset of the payload in the frame.
-    payload: usize,
-    /// End of the IPv4 datagram in the frame.
-    end: usize,
-}
-
-/// Offset and length of the IPv4 datagram in an Ethernet frame, when it looks like one.
-fn ipv4_extent(frame: &[u8]) -> Option<(usize, usize)> {
-    const ETHERTYPE_IPV4: [u8; 2] = [0x08, 0x00];
-    if frame.len() < ETHERNET_HEADER_LEN + 20 || frame[12..14] != ETHERTYPE_IPV4 {
-        return None;
-    }
-    let ip = Ipv4Packet::new_checked(&frame[ETHERNET_HEADER_LEN..]).ok()?;
-    if ip.version() != 4 {
-        return None;
-    }
-    Some((ETHERNET_HEADER_LEN, ip.total_len() as usize))
-}
-
-fn tcp_layout(frame: &[u8]) -> Option<TcpLayout> {
-    let (start, total) = ipv4_extent(frame)?;
-    let ip = Ipv4Packet::new_checked(&frame[start..]).ok()?;
-    if ip.more_frags()
-        || ip.frag_offset() != 0
-        || ip.next_header() != smoltcp::wire::IpProtocol::Tcp
-    {
-        return None;
-    }
-    let ip_len = ip.header_len() as usize;
-    let tcp = start + ip_len;
-    let end = start + total;
-    let seg = TcpPacket::new_checked(&frame[tcp..end]).ok()?;
-    let payload = tcp + seg.header_len() as usize;
-    Some(TcpLayout {
-        ip_len,
-        tcp,
-        payload,
-        end,
-    })
-}
-
-fn ip_addrs(frame: &[u8]) -> (IpAddress, IpAddress) {
-    let ip = Ipv4Packet::new_unchecked(&frame[ETHERNET_HEADER_LEN..]);
-    let src: Ipv4Address = ip.src_addr();
-    let dst: Ipv4Address = ip.dst_addr();
-    (IpAddress::Ipv4(src), IpAddress::Ipv4(dst))
-}
-
-/// Splits a TCP/IPv4 frame with at least two payload octets into 2 or 3 valid segments,
-/// appended to `out` (buffers from `alloc`). False (and nothing appended) when the frame
-/// is not such a frame.
-fn resegment(
-    frame: &[u8],
-    rng: &mut Rng,
-    out: &mut Vec<Vec<u8>>,
-    mut alloc: impl FnMut() -> Vec<u8>,
-) -> bool {
-    let Some(l) = tcp_layout(frame) else {
-        return false;
-    };
-    let len = l.end - l.payload;
-    {
-        let seg = TcpPacket::new_unchecked(&frame[l.tcp..l.end]);
-        if len < 2 || seg.syn() || seg.rst() || seg.urg() {
-            return false;
-        }
-    }
-    let mut cuts = [0usize, 0, len, len];
-    let n = if len >= 3 && rng.below(2) == 1 {
-        cuts[1] = 1 + rng.below(len - 2);
-        cuts[2] = cuts[1] + 1 + rng.below(len - 1 - cuts[1]);
-        3
-    } else {
-        cuts[1] = 1 + rng.below(len - 1);
-        2
-    };
-    let (src, dst) = ip_addrs(frame);
-    for i in 0..n {
-        let (from, to) = (cuts[i], cuts[i + 1]);
-        let last = i + 1 == n;
-        let mut buf = alloc();
-        buf.clear();
-        buf.extend_from_slice(&frame[..l.payload]);
-        buf.extend_from_slice(&frame[l.payload + from..l.payload + to]);
-        {
-            let mut ip = Ipv4Packet::new_unchecked(&mut buf[ETHERNET_HEADER_LEN..]);
-            ip.set_total_len((l.ip_len + (l.payload - l.tcp) + (to - from)) as u16);
-            ip.fill_checksum();
-        }
-        let mut seg = TcpPacket::new_unchecked(&mut buf[l.tcp..]);
-        let seq = seg.seq_number();
-        seg.set_seq_number(seq + from);
-        if !last {
-            seg.set_fin(false);
-            seg.set_psh(false);
-        }
-        seg.fill_checksum(&src, &dst);
-        out.push(buf);
-    }
-    true
-}
-
-/// Flips one random bit of the IPv4 datagram (or of whatever follows the Ethernet
-/// header). False when there is nothing to flip.
-fn corrupt_detected(frame: &mut [u8], rng: &mut Rng) -> bool {
-    let (start, end) = match ipv4_extent(frame) {
-        Some((s, total)) => (s, s + total),
-        None => (ETHERNET_HEADER_LEN.min(frame.len()), frame.len()),
-    };
-    if start >= end {
-        return false;
-    }
-    let bit = rng.below((end - start) * 8);
-    frame[start + bit / 8] ^= 1 << (bit % 8);
-    true
-}
-
-/// Flips one random bit of the TCP payload and recomputes the TCP checksum. False when
-/// the frame is not TCP/IPv4 with payload.
-fn corrupt_undetected(frame: &mut [u8], rng: &mut Rng) -> bool {
-    let Some(l) = tcp_layout(frame) else {
-        return false;
-    };
-    if l.end == l.payload {
-        return false;
-    }
-    let bit = rng.below((l.end - l.payload) * 8);
-    frame[l.payload + bit / 8] ^= 1 << (bit % 8);
-    let (src, dst) = ip_addrs(frame);
-    TcpPacket::new_unchecked(&mut frame[l.tcp..l.end]).fill_checksum(&src, &dst);
-    true
 }
 
 #[cfg(test)]

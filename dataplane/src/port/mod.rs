@@ -30,6 +30,7 @@
 //! ([`proto::tcp::SharedRecord`]). Other frames, and ports without the capability, go
 //! through [`Port::tx`], which copies.
 
+pub mod faults;
 pub mod mem;
 
 pub use proto::tcp::TxPayload;

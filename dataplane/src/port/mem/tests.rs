@@ -2,7 +2,7 @@
 
 use super::*;
 use proto::tcp::FourTuple;
-use smoltcp::wire::{TcpControl, TcpRepr, TcpSeqNumber, TcpTimestampRepr};
+use smoltcp::wire::{Ipv4Address, TcpControl, TcpRepr, TcpSeqNumber, TcpTimestampRepr};
 use wire::tcp::{ipv4_segment_from_bytes, ipv4_segment_to_bytes};
 
 fn send(p: &mut MemPort, frame: &[u8]) -> bool {
