@@ -16,6 +16,7 @@ mod e2e;
 use std::time::Instant;
 
 use control::verbs::*;
+use dataplane::port::faults::FaultConfig;
 use dataplane::port::mem::WireConfig;
 use e2e::*;
 
@@ -38,13 +39,10 @@ struct Outcome {
 fn run(name: &str, wire: WireConfig, markers: bool) -> Outcome {
     let mtu = wire.mtu;
     let mut env = Env::new(
-        WireConfig {
-            seed: wire.seed,
-            ..wire.clone()
-        },
-        WireConfig {
-            seed: wire.seed ^ 0x5555,
-            ..wire
+        wire.clone(),
+        {
+            let seed = wire.faults.seed ^ 0x5555;
+            wire.with_seed(seed)
         },
         mtu,
     );
@@ -333,10 +331,7 @@ fn run(name: &str, wire: WireConfig, markers: bool) -> Outcome {
 }
 
 fn wire(seed: u64) -> WireConfig {
-    WireConfig {
-        seed,
-        ..WireConfig::default()
-    }
+    WireConfig::default().with_seed(seed)
 }
 
 macro_rules! fault_test {
@@ -360,7 +355,7 @@ macro_rules! fault_test {
                     );
                     assert!(s.rx_checksum_good > 0, "{side}: no device verdict");
                 }
-                if $wire.corrupt > 0.0 {
+                if $wire.faults.corrupt > 0.0 {
                     assert!(
                         o.ports.iter().map(|s| s.rx_checksum_bad).sum::<u64>() > 0,
                         "corruption never reached a device check"
@@ -394,25 +389,25 @@ macro_rules! fault_test {
 fault_test! {
     lossless: wire(1), false, 0.99, false;
     lossless_markers_jumbo: WireConfig { mtu: 9000, ..wire(2) }, true, 0.99, false;
-    loss_1_percent: WireConfig { loss: 0.01, ..wire(3) }, false, 0.99, true;
-    loss_5_percent: WireConfig { loss: 0.05, ..wire(4) }, false, 0.99, true;
-    loss_5_percent_markers: WireConfig { loss: 0.05, ..wire(5) }, true, 0.99, true;
-    reordering: WireConfig { reorder: 0.02, reorder_delay: std::time::Duration::from_micros(200), ..wire(6) }, false, 0.99, true;
+    loss_1_percent: wire(3).with_loss(0.01), false, 0.99, true;
+    loss_5_percent: wire(4).with_loss(0.05), false, 0.99, true;
+    loss_5_percent_markers: wire(5).with_loss(0.05), true, 0.99, true;
+    reordering: wire(6).with_reorder(0.02, std::time::Duration::from_micros(200)), false, 0.99, true;
     // Duplicates and re-segmented pieces need no retransmission; the receive side must
     // cope (every octet and message is checked in `run`).
-    duplication: WireConfig { duplicate: 0.02, ..wire(7) }, false, 0.99, false;
-    resegmentation: WireConfig { resegment: 0.1, ..wire(8) }, true, 0.99, false;
-    corruption_caught_by_checksums: WireConfig { corrupt: 0.01, ..wire(9) }, false, 0.99, true;
-    corruption_caught_by_checksum_offload: WireConfig {
-        corrupt: 0.01, checksum_offload: true, ..wire(11)
-    }, false, 0.99, true;
+    duplication: wire(7).with_duplicate(0.02), false, 0.99, false;
+    resegmentation: wire(8).with_resegment(0.1), true, 0.99, false;
+    corruption_caught_by_checksums: wire(9).with_corrupt(0.01), false, 0.99, true;
+    corruption_caught_by_checksum_offload: wire(11).with_corrupt(0.01).with_checksum_offload(true), false, 0.99, true;
     zero_copy_delayed: WireConfig {
         zero_copy: true, delay: std::time::Duration::from_micros(50), ..wire(12)
     }, false, 0.99, false;
-    zero_copy_offload_loss_markers: WireConfig {
-        zero_copy: true, checksum_offload: true, loss: 0.01, ..wire(13)
-    }, true, 0.99, true;
+    zero_copy_offload_loss_markers: wire(13).with_zero_copy(true).with_checksum_offload(true).with_loss(0.01), true, 0.99, true;
     everything_at_once: WireConfig {
-        loss: 0.01, reorder: 0.01, duplicate: 0.01, resegment: 0.05, corrupt: 0.005, ..wire(10)
+        faults: FaultConfig {
+            loss: 0.01, reorder: 0.01, duplicate: 0.01, resegment: 0.05, corrupt: 0.005, seed: 10,
+            ..FaultConfig::default()
+        },
+        ..wire(10)
     }, true, 0.99, true;
 }

@@ -60,8 +60,8 @@ pub use verify::pattern_byte;
 
 use crate::report::{Report, ReportParams, Sample, Verification};
 
-/// The six tests.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+/// The six tests (named on the command line `write-bw`, `write-lat`, ...).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, clap::ValueEnum)]
 pub enum Test {
     /// RDMA Write bandwidth.
     WriteBw,
@@ -115,79 +115,36 @@ impl Test {
     }
 }
 
-/// Fault injection: on the in-memory wire (both directions), or on what a DPDK port
-/// transmits (`--config`).
-#[derive(Debug, Clone, Copy, Default, PartialEq)]
-pub struct Faults {
-    /// Probability a frame is lost.
-    pub loss: f64,
-    /// Probability a frame is held back and overtaken.
-    pub reorder: f64,
-    /// Probability a frame is duplicated.
-    pub duplicate: f64,
-    /// Probability a TCP segment is split in two or three.
-    pub resegment: f64,
-    /// Probability a frame has a bit flipped (caught by the TCP/IP checksums).
-    pub corrupt: f64,
-    /// Seed of the fault decisions.
-    pub seed: u64,
-}
-
-impl Faults {
-    fn any(&self) -> bool {
-        self.config(0).any()
-    }
-
-    /// The faults of direction `dir` (0 or 1: each its own seed).
-    pub fn config(&self, dir: u64) -> FaultConfig {
-        FaultConfig {
-            loss: self.loss,
-            reorder: self.reorder,
-            duplicate: self.duplicate,
-            resegment: self.resegment,
-            corrupt: self.corrupt,
-            seed: self.seed.wrapping_mul(2).wrapping_add(dir),
-            ..FaultConfig::default()
-        }
-    }
-
-    fn wire(&self, mtu: usize, dir: u64) -> WireConfig {
-        let f = self.config(dir);
-        WireConfig {
-            mtu,
-            loss: f.loss,
-            reorder: f.reorder,
-            duplicate: f.duplicate,
-            resegment: f.resegment,
-            corrupt: f.corrupt,
-            seed: f.seed,
-            ..WireConfig::default()
-        }
+/// The faults of direction `dir` of a run (0: what the client sends, 1: what the server
+/// sends), each with its own seed derived from `f.seed`.
+pub fn direction_faults(f: &FaultConfig, dir: u64) -> FaultConfig {
+    FaultConfig {
+        seed: f.seed.wrapping_mul(2).wrapping_add(dir),
+        ..*f
     }
 }
 
-impl fmt::Display for Faults {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        if !self.any() {
-            return f.write_str("none");
-        }
-        let mut first = true;
-        for (name, p) in [
-            ("loss", self.loss),
-            ("reorder", self.reorder),
-            ("duplicate", self.duplicate),
-            ("resegment", self.resegment),
-            ("corrupt", self.corrupt),
-        ] {
-            if p > 0.0 {
-                if !first {
-                    f.write_str(" ")?;
-                }
-                first = false;
-                write!(f, "{name}={p}")?;
-            }
-        }
-        write!(f, " seed={}", self.seed)
+/// The faults of a run in a few words, for the report: `none`, or
+/// `loss=0.01 reorder=0.02 seed=1`.
+pub fn faults_label(f: &FaultConfig) -> String {
+    if !f.any() {
+        return "none".into();
+    }
+    let mut parts: Vec<String> = f
+        .probabilities()
+        .iter()
+        .filter(|(_, p)| *p > 0.0)
+        .map(|(name, p)| format!("{name}={p}"))
+        .collect();
+    parts.push(format!("seed={}", f.seed));
+    parts.join(" ")
+}
+
+fn wire(f: &FaultConfig, mtu: usize, dir: u64) -> WireConfig {
+    WireConfig {
+        mtu,
+        faults: direction_faults(f, dir),
+        ..WireConfig::default()
     }
 }
 
@@ -216,7 +173,7 @@ pub struct BenchOptions {
     /// The MPA policy (IRD and ORD included).
     pub mpa: MpaPolicy,
     /// Fault injection.
-    pub faults: Faults,
+    pub faults: FaultConfig,
     /// Check every octet received.
     pub verify: bool,
     /// Show a progress line on long runs.
@@ -232,7 +189,7 @@ impl Default for BenchOptions {
             tx_depth: 128,
             mtu: 1500,
             mpa: crate::mpa::bench_default(),
-            faults: Faults::default(),
+            faults: FaultConfig::default(),
             verify: false,
             progress: false,
         }
@@ -350,8 +307,8 @@ pub fn check_options(o: &BenchOptions) -> Result<(), BenchError> {
 /// Runs the benchmark over the in-memory wire, both ends in this process.
 pub fn run_embedded(o: &BenchOptions) -> Result<BenchOutcome, BenchError> {
     check_options(o)?;
-    let a_to_b = o.faults.wire(o.mtu, 0);
-    let b_to_a = o.faults.wire(o.mtu, 1);
+    let a_to_b = wire(&o.faults, o.mtu, 0);
+    let b_to_a = wire(&o.faults, o.mtu, 1);
     let pair = embedded::pair(a_to_b, b_to_a, embedded::tcp_config(o.mtu))
         .map_err(|e| BenchError::Options(e.to_string()))?;
     let server_addr = pair.server_addr();
@@ -444,7 +401,7 @@ pub fn outcome(
             Length::Iterations(_) => None,
         },
         mpa: mpa::label(&o.mpa),
-        faults: o.faults.to_string(),
+        faults: faults_label(&o.faults),
         link,
     };
     let verified = c.server.verified + c.client_verified;

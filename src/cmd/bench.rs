@@ -2,10 +2,12 @@
 //! or, with `--config`, a client on a DPDK port against `iwarp serve` (or perftest with
 //! `--perftest`, [`super::perftest`]).
 
+use std::net::SocketAddrV4;
 use std::path::PathBuf;
 
 use clap::Args;
-use iwarp::bench::{self, BenchOptions, BenchOutcome, Faults, Length, Test};
+use control::embedded::FaultConfig;
+use iwarp::bench::{self, BenchOptions, BenchOutcome, Length, Test};
 use iwarp::mpa::{self, MpaFlags};
 
 use super::{load_config, parse_peer};
@@ -15,7 +17,7 @@ use super::{load_config, parse_peer};
 pub struct BenchArgs {
     /// Which test.
     #[arg(value_enum)]
-    pub test: TestName,
+    pub test: Test,
     /// Message size in octets.
     #[arg(short = 's', long, default_value_t = 65536)]
     pub size: usize,
@@ -48,7 +50,8 @@ pub struct BenchArgs {
     /// whose prefix holds the peer).
     #[arg(long, value_name = "NAME", requires = "config")]
     pub port_name: Option<String>,
-    /// Probability that the wire loses a frame (both directions).
+    /// Probability that a frame is lost: on the in-memory link, both directions; with
+    /// --config, what this client's DPDK port transmits (the same for the fault flags below).
     #[arg(long, default_value_t = 0.0)]
     pub loss: f64,
     /// Probability that a frame is held back and overtaken.
@@ -92,40 +95,10 @@ pub struct BenchArgs {
     pub timeout: f64,
 }
 
-/// A test's name on the command line.
-#[derive(Clone, Copy, clap::ValueEnum)]
-pub enum TestName {
-    /// RDMA Write bandwidth.
-    WriteBw,
-    /// RDMA Write latency.
-    WriteLat,
-    /// RDMA Read bandwidth.
-    ReadBw,
-    /// RDMA Read latency.
-    ReadLat,
-    /// Send bandwidth.
-    SendBw,
-    /// Send latency.
-    SendLat,
-}
-
-impl From<TestName> for Test {
-    fn from(t: TestName) -> Test {
-        match t {
-            TestName::WriteBw => Test::WriteBw,
-            TestName::WriteLat => Test::WriteLat,
-            TestName::ReadBw => Test::ReadBw,
-            TestName::ReadLat => Test::ReadLat,
-            TestName::SendBw => Test::SendBw,
-            TestName::SendLat => Test::SendLat,
-        }
-    }
-}
-
 /// The options of an `iwarp bench` run from its arguments (the MPA policy without a
 /// deployment file: [`mpa::bench_default`] under the flags).
 fn options(a: &BenchArgs) -> Result<BenchOptions, String> {
-    let test = Test::from(a.test);
+    let test = a.test;
     let length = match (a.iters, a.duration) {
         (_, Some(d)) if !(d > 0.0 && d.is_finite()) => {
             return Err(format!(
@@ -164,13 +137,14 @@ fn options(a: &BenchArgs) -> Result<BenchOptions, String> {
         tx_depth: a.tx_depth,
         mtu: a.mtu,
         mpa: a.mpa.applied(&mpa::bench_default()),
-        faults: Faults {
+        faults: FaultConfig {
             loss: a.loss,
             reorder: a.reorder,
             duplicate: a.duplicate,
             resegment: a.resegment,
             corrupt: a.corrupt,
             seed: a.seed,
+            ..FaultConfig::default()
         },
         verify: a.verify,
         progress: !a.json,
@@ -231,6 +205,37 @@ fn print(a: &BenchArgs, out: &BenchOutcome) -> Result<(), String> {
     Ok(())
 }
 
+/// The peer (`--peer`, else the file's `[bench] peer`; none for a `server`, which must
+/// not need one) and the port to use (`--port-name`, else the file's `[bench] port_name`,
+/// else the one whose prefix holds the peer) of a run on a deployment file.
+pub fn target(
+    a: &BenchArgs,
+    cfg: &appconfig::Config,
+    path: &std::path::Path,
+    default_port: u16,
+    server: bool,
+) -> Result<(Option<SocketAddrV4>, usize), String> {
+    let peer = match (&a.peer, &cfg.bench) {
+        (Some(p), _) => Some(parse_peer(p, default_port)?),
+        (None, Some(b)) if !server => Some(b.peer),
+        _ => None,
+    };
+    if !server && peer.is_none() {
+        return Err(format!(
+            "{}: no peer: give --peer or a [bench] peer",
+            path.display()
+        ));
+    }
+    let name = a
+        .port_name
+        .clone()
+        .or_else(|| cfg.bench.as_ref().and_then(|b| b.port_name.clone()));
+    let near = if server { None } else { peer.map(|p| *p.ip()) };
+    let port = iwarp::deploy::select_port(cfg, name.as_deref(), near)
+        .map_err(|e| format!("{}: {e}", path.display()))?;
+    Ok((peer, port))
+}
+
 /// `iwarp bench --config FILE`: the client on the file's DPDK port, with the file's
 /// `[mpa]` under the flags.
 fn on_config(
@@ -239,30 +244,17 @@ fn on_config(
     mut opts: BenchOptions,
 ) -> Result<BenchOutcome, String> {
     let cfg = load_config(path)?;
-    let peer = match (&a.peer, &cfg.bench) {
-        (Some(p), _) => parse_peer(p, control::embedded::BENCH_PORT)?,
-        (None, Some(b)) => b.peer,
-        (None, None) => {
-            return Err(format!(
-                "{}: no peer: give --peer or a [bench] peer",
-                path.display()
-            ))
-        }
-    };
-    let name = a
-        .port_name
-        .clone()
-        .or_else(|| cfg.bench.as_ref().and_then(|b| b.port_name.clone()));
-    let port = iwarp::deploy::select_port(&cfg, name.as_deref(), Some(*peer.ip()))
-        .map_err(|e| format!("{}: {e}", path.display()))?;
+    let (peer, port) = target(a, &cfg, path, control::embedded::BENCH_PORT, false)?;
+    let peer = peer.unwrap_or_else(|| unreachable!("a client has a peer"));
     opts.mpa = a.mpa.applied(&cfg.mpa);
     let p = &cfg.ports[port];
     let link = format!("{} {} mtu={}", p.driver.as_str(), p.name, p.mtu);
     opts.mtu = usize::from(p.mtu);
     // Faults go on what this client's port transmits (the server's frames arrive as they
     // were sent).
-    let node = iwarp::deploy::open_with_faults(&cfg, port, opts.faults.config(0))
-        .map_err(|e| e.to_string())?;
+    let node =
+        iwarp::deploy::open_with_faults(&cfg, port, bench::direction_faults(&opts.faults, 0))
+            .map_err(|e| e.to_string())?;
     let o = opts.clone();
     let init = mpa::initiator(&opts.mpa);
     let (core, r) = node

@@ -8,7 +8,7 @@ use iwarp::mpa;
 use iwarp::perftest::{self, PerftestOptions, PerftestOutcome};
 
 use super::bench::BenchArgs;
-use super::{load_config, parse_peer, seconds};
+use super::{load_config, seconds};
 
 /// Where a perftest run goes: the node's port, the client's peer (none for a server).
 struct Plan {
@@ -24,28 +24,7 @@ fn plan(a: &BenchArgs) -> Result<Plan, String> {
     let path = a.config.as_ref().ok_or("--perftest needs --config FILE")?;
     let timeout = seconds("--timeout", a.timeout)?;
     let cfg = load_config(path)?;
-    let peer = match (&a.peer, &cfg.bench) {
-        (Some(p), _) => Some(parse_peer(p, perftest::DEFAULT_PORT)?),
-        (None, Some(b)) if !a.server => Some(b.peer),
-        _ => None,
-    };
-    if !a.server && peer.is_none() {
-        return Err(format!(
-            "{}: no peer: give --peer or a [bench] peer",
-            path.display()
-        ));
-    }
-    let name = a
-        .port_name
-        .clone()
-        .or_else(|| cfg.bench.as_ref().and_then(|b| b.port_name.clone()));
-    let client_of = if a.server {
-        None
-    } else {
-        peer.map(|p| *p.ip())
-    };
-    let port = iwarp::deploy::select_port(&cfg, name.as_deref(), client_of)
-        .map_err(|e| format!("{}: {e}", path.display()))?;
+    let (peer, port) = super::bench::target(a, &cfg, path, perftest::DEFAULT_PORT, a.server)?;
     let policy = a.mpa.applied(&cfg.mpa);
     let iters = match (a.iters, a.duration) {
         (_, Some(_)) => return Err("--perftest runs a number of iterations (-n), not -D".into()),
@@ -58,7 +37,7 @@ fn plan(a: &BenchArgs) -> Result<Plan, String> {
     let ird_ord =
         (a.mpa.ird().is_some() || a.mpa.ord().is_some()).then_some((initiator.ird, initiator.ord));
     let options = PerftestOptions {
-        test: a.test.into(),
+        test: a.test,
         size: a.size,
         iters,
         tx_depth: a.tx_depth,

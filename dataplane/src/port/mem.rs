@@ -52,7 +52,6 @@ pub const ETHERNET_HEADER_LEN: usize = 14;
 pub const DEFAULT_MTU: usize = 1500;
 /// Default [`WireConfig::capacity`].
 pub const DEFAULT_CAPACITY: usize = 4096;
-/// Default [`WireConfig::reorder_delay`].
 pub use super::faults::DEFAULT_REORDER_DELAY;
 /// Smallest MTU [`WireConfig::validate`] accepts (the IPv4 minimum, RFC 791).
 pub const MIN_MTU: usize = 68;
@@ -77,30 +76,9 @@ pub struct WireConfig {
     pub capacity: usize,
     /// One-way delay.
     pub delay: Duration,
-    /// Probability that a frame is lost.
-    pub loss: f64,
-    /// Probability that a frame is delivered twice.
-    pub duplicate: f64,
-    /// Probability that a frame is held back by [`WireConfig::reorder_delay`] on top of
-    /// `delay`, so that later frames overtake it.
-    pub reorder: f64,
-    /// Extra delay of a reordered frame.
-    pub reorder_delay: Duration,
-    /// Probability that a TCP/IPv4 frame with at least two payload octets is split into 2
-    /// or 3 valid TCP segments at random payload offsets (headers, options and checksums
-    /// rebuilt, sequence numbers adjusted, FIN and PSH only on the last piece). SYN, RST
-    /// and URG segments and IPv4 fragments are left alone.
-    pub resegment: f64,
-    /// Probability that a random bit of the IPv4 datagram (or of the frame past the
-    /// Ethernet header, if it is not IPv4) is flipped, checksums left as they are, so the
-    /// IPv4 or TCP checksum catches it.
-    pub corrupt: f64,
-    /// Probability that a random bit of the TCP payload is flipped and the TCP checksum
-    /// recomputed, so only an end-to-end check (MPA's CRC) can catch it. Frames that are
-    /// not TCP/IPv4 with payload are left alone.
-    pub corrupt_undetected: f64,
-    /// Seed of this direction's PRNG.
-    pub seed: u64,
+    /// The faults frames meet on their way ([`FaultConfig`]: loss, duplication,
+    /// reordering, re-segmentation, corruption, and the seed of this direction's PRNG).
+    pub faults: FaultConfig,
     /// The sending port emulates a NIC with IPv4/TCP checksum offload in both directions
     /// ([`Port::checksum_offload`]): the wire completes the checksums of frames queued with
     /// [`Port::tx_ipv4_tcp_offload`] before any fault (so corruption is still caught), and
@@ -123,14 +101,7 @@ impl Default for WireConfig {
             mtu: DEFAULT_MTU,
             capacity: DEFAULT_CAPACITY,
             delay: Duration::ZERO,
-            loss: 0.0,
-            duplicate: 0.0,
-            reorder: 0.0,
-            reorder_delay: DEFAULT_REORDER_DELAY,
-            resegment: 0.0,
-            corrupt: 0.0,
-            corrupt_undetected: 0.0,
-            seed: 0,
+            faults: FaultConfig::default(),
             checksum_offload: false,
             zero_copy: false,
         }
@@ -216,64 +187,53 @@ impl WireConfig {
         self
     }
 
-    /// Sets [`WireConfig::loss`].
+    /// Sets [`FaultConfig::loss`].
     pub fn with_loss(mut self, p: f64) -> Self {
-        self.loss = p;
+        self.faults.loss = p;
         self
     }
 
-    /// Sets [`WireConfig::duplicate`].
+    /// Sets [`FaultConfig::duplicate`].
     pub fn with_duplicate(mut self, p: f64) -> Self {
-        self.duplicate = p;
+        self.faults.duplicate = p;
         self
     }
 
-    /// Sets [`WireConfig::reorder`] and [`WireConfig::reorder_delay`].
+    /// Sets [`FaultConfig::reorder`] and [`FaultConfig::reorder_delay`].
     pub fn with_reorder(mut self, p: f64, extra_delay: Duration) -> Self {
-        self.reorder = p;
-        self.reorder_delay = extra_delay;
+        self.faults.reorder = p;
+        self.faults.reorder_delay = extra_delay;
         self
     }
 
-    /// Sets [`WireConfig::resegment`].
+    /// Sets [`FaultConfig::resegment`].
     pub fn with_resegment(mut self, p: f64) -> Self {
-        self.resegment = p;
+        self.faults.resegment = p;
         self
     }
 
-    /// Sets [`WireConfig::corrupt`].
+    /// Sets [`FaultConfig::corrupt`].
     pub fn with_corrupt(mut self, p: f64) -> Self {
-        self.corrupt = p;
+        self.faults.corrupt = p;
         self
     }
 
-    /// Sets [`WireConfig::corrupt_undetected`].
+    /// Sets [`FaultConfig::corrupt_undetected`].
     pub fn with_corrupt_undetected(mut self, p: f64) -> Self {
-        self.corrupt_undetected = p;
+        self.faults.corrupt_undetected = p;
         self
     }
 
-    /// Sets [`WireConfig::seed`].
+    /// Sets [`FaultConfig::seed`].
     pub fn with_seed(mut self, seed: u64) -> Self {
-        self.seed = seed;
+        self.faults.seed = seed;
         self
-    }
-
-    fn probabilities(&self) -> [(&'static str, f64); 6] {
-        [
-            ("loss", self.loss),
-            ("duplicate", self.duplicate),
-            ("reorder", self.reorder),
-            ("resegment", self.resegment),
-            ("corrupt", self.corrupt),
-            ("corrupt_undetected", self.corrupt_undetected),
-        ]
     }
 
     /// Checks every field: probabilities in `[0, 1]`, MTU in [`MIN_MTU`]..=[`MAX_MTU`],
     /// capacity in 1..=[`MAX_CAPACITY`], unicast MAC.
     pub fn validate(&self) -> Result<(), WireConfigError> {
-        for (field, value) in self.probabilities() {
+        for (field, value) in self.faults.probabilities() {
             if !(0.0..=1.0).contains(&value) {
                 return Err(WireConfigError::Probability { field, value });
             }
@@ -295,36 +255,14 @@ impl WireConfig {
     /// The nearest valid configuration: probabilities clamped to `[0, 1]` (NaN as 0), MTU
     /// and capacity clamped to their ranges, a non-unicast MAC replaced by the default.
     pub fn sanitized(&self) -> WireConfig {
-        let p = |v: f64| if v.is_nan() { 0.0 } else { v.clamp(0.0, 1.0) };
         WireConfig {
             mac: self.mac.filter(|m| m.is_unicast()),
             mtu: self.mtu.clamp(MIN_MTU, MAX_MTU),
             capacity: self.capacity.clamp(1, MAX_CAPACITY),
             delay: self.delay,
-            loss: p(self.loss),
-            duplicate: p(self.duplicate),
-            reorder: p(self.reorder),
-            reorder_delay: self.reorder_delay,
-            resegment: p(self.resegment),
-            corrupt: p(self.corrupt),
-            corrupt_undetected: p(self.corrupt_undetected),
-            seed: self.seed,
+            faults: self.faults.sanitized(),
             checksum_offload: self.checksum_offload,
             zero_copy: self.zero_copy,
-        }
-    }
-
-    /// The faults of this direction, for a [`FaultInjector`].
-    pub fn fault_config(&self) -> FaultConfig {
-        FaultConfig {
-            loss: self.loss,
-            duplicate: self.duplicate,
-            reorder: self.reorder,
-            reorder_delay: self.reorder_delay,
-            resegment: self.resegment,
-            corrupt: self.corrupt,
-            corrupt_undetected: self.corrupt_undetected,
-            seed: self.seed,
         }
     }
 }
@@ -539,9 +477,9 @@ fn make_link(a: WireConfig, b: WireConfig) -> (MemPort, MemPort) {
         mac: cfg.mac.unwrap_or(DEFAULT_MACS[out]),
         // Distinct streams per direction even for equal seeds.
         injector: cfg
-            .fault_config()
+            .faults
             .any()
-            .then(|| FaultInjector::new(cfg.fault_config(), out as u64)),
+            .then(|| FaultInjector::new(cfg.faults, out as u64)),
         cfg,
         pending: Vec::new(),
         held: BinaryHeap::new(),
@@ -651,7 +589,7 @@ impl MemPort {
             pending: &mut self.pending,
             room,
             base,
-            reorder_delay: self.cfg.reorder_delay,
+            reorder_delay: self.cfg.faults.reorder_delay,
         };
         let ev = injector.apply(buf, &mut sink);
         self.injector = Some(injector);

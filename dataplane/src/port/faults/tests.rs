@@ -56,12 +56,7 @@ fn faults() -> FaultConfig {
 fn the_wrapper_injects_what_the_wire_injects() {
     let f = faults();
     let wire_cfg = WireConfig {
-        loss: f.loss,
-        duplicate: f.duplicate,
-        resegment: f.resegment,
-        corrupt: f.corrupt,
-        corrupt_undetected: f.corrupt_undetected,
-        seed: f.seed,
+        faults: f,
         ..WireConfig::default()
     };
     let (mut a, mut b) = link(wire_cfg, WireConfig::default());

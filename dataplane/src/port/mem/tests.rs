@@ -228,9 +228,9 @@ fn validation() {
             .with_capacity(0),
         bad,
     );
-    assert_eq!(a.config().loss, 0.0);
+    assert_eq!(a.config().faults.loss, 0.0);
     assert_eq!(a.config().capacity, 1);
-    assert_eq!(b.config().loss, 1.0);
+    assert_eq!(b.config().faults.loss, 1.0);
     assert!(send(&mut a, &numbered(0)));
     a.flush();
     assert_eq!(drain(&mut b).len(), 1);
@@ -560,11 +560,10 @@ fn checksum_offload_emulation_completes_and_checks_checksums() {
 
 #[test]
 fn checksum_offload_emulation_reports_corruption_as_bad() {
-    let wire = WireConfig {
-        corrupt: 1.0,
-        seed: 5,
-        ..WireConfig::default().with_checksum_offload(true)
-    };
+    let wire = WireConfig::default()
+        .with_checksum_offload(true)
+        .with_corrupt(1.0)
+        .with_seed(5);
     let (mut a, mut b) = link(wire.clone(), wire);
     let frame = offload_frame(&[0x5a; 600]);
     for _ in 0..50 {
@@ -658,13 +657,11 @@ fn zero_copy_emulation_reads_the_payload_when_the_frame_is_received() {
 
 #[test]
 fn zero_copy_on_a_faulty_wire_reads_at_once_and_faults_apply() {
-    let wire = WireConfig {
-        corrupt: 1.0,
-        seed: 3,
-        ..WireConfig::default()
-            .with_zero_copy(true)
-            .with_checksum_offload(true)
-    };
+    let wire = WireConfig::default()
+        .with_zero_copy(true)
+        .with_checksum_offload(true)
+        .with_corrupt(1.0)
+        .with_seed(3);
     let (mut a, mut b) = link(wire.clone(), wire);
     let payload = vec![0x33u8; 600];
     let whole = offload_frame(&payload);
