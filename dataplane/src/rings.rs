@@ -118,8 +118,9 @@ pub struct QpRings {
     bell: OnceLock<(Arc<Doorbells>, u64)>,
     /// A token of this QP is in the doorbell ring and not yet taken.
     rung: AtomicBool,
-    /// The Terminates sent and received, set once when the QP leaves RTS.
-    terminates: OnceLock<Terminates>,
+    /// The Terminates sent and received, set once when the QP leaves RTS (boxed: most QPs
+    /// never have any, and an idle QP's rings stay small).
+    terminates: OnceLock<Box<Terminates>>,
 }
 
 /// The Terminate messages of a QP that left RTS (RFC 5040 section 6.1): either may be
@@ -213,13 +214,13 @@ impl QpRings {
     /// Publishes [`QpRingState::Error`] with the Terminates that went with it (the core
     /// does this once, when the QP leaves RTS).
     pub fn set_error(&self, t: Terminates) {
-        let _ = self.terminates.set(t);
+        let _ = self.terminates.set(Box::new(t));
         self.set_state(QpRingState::Error);
     }
 
     /// The Terminates of a QP in error (`None` while it is not).
     pub fn terminates(&self) -> Option<Terminates> {
-        self.terminates.get().copied()
+        self.terminates.get().map(|t| **t)
     }
 }
 
