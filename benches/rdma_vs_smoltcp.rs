@@ -236,8 +236,10 @@ fn iwarp_lat(iters: u64) -> Result<Histogram<u64>, String> {
         length: Length::Iterations(iters),
         ..BenchOptions::default()
     };
-    let out = run_embedded(&o).map_err(|e| e.to_string())?;
-    out.histogram
+    let mut out = run_embedded(&o).map_err(|e| e.to_string())?;
+    out.histograms
+        .pop()
+        .map(|(_, h)| h)
         .ok_or_else(|| "the run returned no latency histogram".to_string())
 }
 

@@ -217,6 +217,27 @@ impl<C: BorrowMut<Core>> Endpoint<C> {
         }
     }
 
+    /// Posts `wrs` as post lists (one doorbell per call of the QP), polling the core (not
+    /// the CQ) while the send queue is full.
+    pub fn post_send_list(&mut self, mut wrs: &[SendWr]) -> Result<(), DriverError> {
+        let end = Instant::now() + self.stall;
+        while !wrs.is_empty() {
+            match self.qp.post_send_list(wrs) {
+                Ok(n) => wrs = &wrs[n..],
+                Err(PostError::QueueFull) => {
+                    if let Some(c) = self.core.as_mut() {
+                        c.borrow_mut().poll();
+                    }
+                    if Instant::now() > end {
+                        return Err(DriverError::Stalled("posting a send", self.stall));
+                    }
+                }
+                Err(e) => return Err(DriverError::Post(e)),
+            }
+        }
+        Ok(())
+    }
+
     /// Posts a receive work request.
     pub fn post_recv(&mut self, wr: RecvWr) -> Result<(), DriverError> {
         self.qp.post_recv(wr).map_err(DriverError::Post)

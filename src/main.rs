@@ -31,7 +31,7 @@ struct Cli {
 enum Command {
     /// Run a perftest-like benchmark: both ends in this process over the in-memory link,
     /// or, with --config, a client on a DPDK port against an `iwarp serve`.
-    Bench(cmd::bench::BenchArgs),
+    Bench(Box<cmd::bench::BenchArgs>),
     /// Serve `iwarp bench` clients on a DPDK port described by a deployment file.
     Serve(cmd::serve::ServeArgs),
     /// Decode one half connection's byte stream: MPA startup frame, FPDUs, DDP/RDMAP.
@@ -43,7 +43,7 @@ enum Command {
 fn main() -> ExitCode {
     let result = match Cli::parse().command {
         Command::Decode(a) => cmd::decode::run(a),
-        Command::Bench(a) => cmd::bench::run(a),
+        Command::Bench(a) => cmd::bench::run(*a),
         Command::Serve(a) => cmd::serve::run(a),
         Command::Rping(a) => cmd::rping::run(a),
     };

@@ -173,15 +173,18 @@ pub fn responder(m: &MpaPolicy) -> ResponderConfig {
     }
 }
 
-/// A policy in a few words, for report banners: `rev2 markers=off crc=on`, plus
-/// ` p2p=write` (the first RTR type) in the peer-to-peer model.
+/// A policy in a few words, for report banners: `rev2 markers=off crc=on ird=16 ord=16`
+/// (the IRD and ORD asked for), plus ` p2p=write` (the first RTR type) in the
+/// peer-to-peer model.
 pub fn label(m: &MpaPolicy) -> String {
     let onoff = |b| if b { "on" } else { "off" };
     let mut s = format!(
-        "rev{} markers={} crc={}",
+        "rev{} markers={} crc={} ird={} ord={}",
         m.rev,
         onoff(m.markers),
-        onoff(m.crc)
+        onoff(m.crc),
+        m.ird,
+        m.ord
     );
     if m.peer_to_peer {
         let t = m.rtr_types.first().copied().unwrap_or(RtrType::Write);
@@ -234,7 +237,7 @@ mod tests {
         assert!(i.peer_to_peer && i.enhanced);
         assert_eq!(i.rtr_types, RtrTypes::NONE.with(RtrType::Read));
         assert_eq!(i.rtr_preference[0], RtrType::Read);
-        assert_eq!(label(&m), "rev2 markers=off crc=on p2p=read");
+        assert_eq!(label(&m), "rev2 markers=off crc=on ird=16 ord=16 p2p=read");
         let f = flags(&["--ird", "2", "--ord", "8"]);
         let i = initiator(&f.applied(&base));
         assert_eq!((i.ird, i.ord), (2, 8));
@@ -253,7 +256,10 @@ mod tests {
         assert_eq!((b.ird, b.ord), (16, 16));
         let r = initiator(&rping_default());
         assert_eq!((r.ird, r.ord), (1, 1));
-        assert_eq!(label(&bench_default()), "rev2 markers=off crc=on");
+        assert_eq!(
+            label(&bench_default()),
+            "rev2 markers=off crc=on ird=16 ord=16"
+        );
     }
 
     #[test]

@@ -208,6 +208,7 @@ impl BwReport {
             peak_mib_s: self.peak,
             avg_mib_s: self.avg,
             msg_rate_mpps: self.msg_rate,
+            min_interval_mib_s: None,
         }
     }
 }
@@ -673,9 +674,16 @@ fn report_of(o: &PerftestOptions, sample: BwSample) -> Report {
             mpa: o.mpa_label.clone(),
             faults: "none".into(),
             link: o.link_label.clone(),
+            report_gbits: false,
+            tx_depth: o.tx_depth as u64,
+            post_list: 1,
         },
         samples: vec![Sample::Bw(sample)],
         verify: None,
+        alignment: None,
+        thresholds: None,
+        intervals: Vec::new(),
+        schema: crate::report::REPORT_SCHEMA,
     }
 }
 

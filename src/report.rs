@@ -91,6 +91,10 @@ pub const RESULT_LINE_WIDTH: usize = 87;
 pub const BW_COLUMNS: &str =
     " #bytes     #iterations    BW peak[MiB/sec]    BW average[MiB/sec]   MsgRate[Mpps]";
 
+/// The column header of a bandwidth report in Gb/sec (perftest's `RESULT_FMT_G`).
+pub const BW_COLUMNS_GBITS: &str =
+    " #bytes     #iterations    BW peak[Gb/sec]    BW average[Gb/sec]   MsgRate[Mpps]";
+
 /// The column header of a latency report (perftest 4.5 `RESULT_FMT_LAT`).
 pub const LAT_COLUMNS: &str = " #bytes #iterations    t_min[usec]    t_max[usec]  t_typical[usec]    t_avg[usec]    t_stdev[usec]   99% percentile[usec]   99.9% percentile[usec]";
 
@@ -111,6 +115,9 @@ pub struct BwSample {
     pub avg_mib_s: f64,
     /// Average message rate, millions of messages per second.
     pub msg_rate_mpps: f64,
+    /// The lowest per-interval bandwidth, MiB/sec, when the run was measured in intervals.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub min_interval_mib_s: Option<f64>,
 }
 
 impl BwSample {
@@ -126,6 +133,7 @@ impl BwSample {
             peak_mib_s: 0.0,
             avg_mib_s,
             msg_rate_mpps,
+            min_interval_mib_s: None,
         }
     }
 }
@@ -139,6 +147,36 @@ fn rates(bytes: u64, iterations: u64, nanos: u128) -> (f64, f64) {
     let avg = bytes as f64 * iterations as f64 / secs / MIB;
     let rate = iterations as f64 / secs / 1e6;
     (avg, rate)
+}
+
+/// The figures of one interval of a bandwidth run (`--interval`, `--run-infinitely`).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct IntervalSample {
+    /// Message size in octets.
+    pub bytes: u64,
+    /// Seconds from the start of the size's run to the end of the interval.
+    pub end_s: f64,
+    /// Messages completed in the interval.
+    pub iterations: u64,
+    /// Average bandwidth over the interval, MiB/sec.
+    pub avg_mib_s: f64,
+    /// Message rate over the interval, millions per second.
+    pub msg_rate_mpps: f64,
+}
+
+impl IntervalSample {
+    /// The figures of `iterations` messages of `bytes` completed in `length`, ending
+    /// `end` after the start.
+    pub fn new(bytes: u64, iterations: u64, length: Duration, end: Duration) -> IntervalSample {
+        let (avg_mib_s, msg_rate_mpps) = rates(bytes, iterations, length.as_nanos());
+        IntervalSample {
+            bytes,
+            end_s: end.as_secs_f64(),
+            iterations,
+            avg_mib_s,
+            msg_rate_mpps,
+        }
+    }
 }
 
 /// One latency result: one line of a perftest `*_lat` report. All times in µs.
@@ -200,18 +238,29 @@ impl LatSample {
 // Meters
 // ------------------------------------------------------------------------------------------
 
+/// Most messages a [`BwMeter`] keeps timestamps of (16 octets each: 64 MiB); the peak is
+/// computed over them, the averages over every message.
+pub const METER_MESSAGES: usize = 1 << 22;
+
 /// Bandwidth meter: collects per-message post and completion timestamps and computes a
 /// [`BwSample`] with perftest's definitions (see the module docs).
 ///
 /// Timestamps are [`Duration`]s since any fixed origin the caller chooses (for example an
 /// `Instant` taken before the first post); the meter never reads a clock. Message *k*'s
 /// completion is the *k*-th completion recorded: RDMA completes a queue pair's work
-/// requests in order. Memory: 16 octets per message, as perftest's two cycle arrays.
+/// requests in order. Memory: 16 octets per message, as perftest's two cycle arrays, for
+/// the first [`METER_MESSAGES`] messages; past them a long run (`-D`, `--run-infinitely`)
+/// only counts (64-bit counters), and its peak is that of those first messages.
 #[derive(Debug, Clone)]
 pub struct BwMeter {
     bytes: u64,
     posted: Vec<u64>,
     completed: Vec<u64>,
+    cap: usize,
+    n_posted: u64,
+    n_completed: u64,
+    first_post: Option<u64>,
+    last_complete: u64,
 }
 
 fn nanos(t: Duration) -> u64 {
@@ -221,19 +270,27 @@ fn nanos(t: Duration) -> u64 {
 impl BwMeter {
     /// A meter for messages of `bytes` octets.
     pub fn new(bytes: u64) -> BwMeter {
-        BwMeter {
-            bytes,
-            posted: Vec::new(),
-            completed: Vec::new(),
-        }
+        BwMeter::with_capacity(bytes, 0)
     }
 
     /// A meter for messages of `bytes` octets with room for `iterations` messages.
     pub fn with_capacity(bytes: u64, iterations: usize) -> BwMeter {
+        BwMeter::with_limit(bytes, iterations, METER_MESSAGES)
+    }
+
+    /// Like [`BwMeter::with_capacity`], keeping the timestamps of the first `cap`
+    /// messages only.
+    pub fn with_limit(bytes: u64, iterations: usize, cap: usize) -> BwMeter {
+        let room = iterations.min(cap);
         BwMeter {
             bytes,
-            posted: Vec::with_capacity(iterations),
-            completed: Vec::with_capacity(iterations),
+            posted: Vec::with_capacity(room),
+            completed: Vec::with_capacity(room),
+            cap,
+            n_posted: 0,
+            n_completed: 0,
+            first_post: None,
+            last_complete: 0,
         }
     }
 
@@ -244,35 +301,41 @@ impl BwMeter {
 
     /// Record that the next message was posted at `at`.
     pub fn post(&mut self, at: Duration) {
-        self.posted.push(nanos(at));
+        self.post_n(at, 1);
     }
 
     /// Record that `n` more messages were posted at `at` (a post list).
     pub fn post_n(&mut self, at: Duration, n: usize) {
         let t = nanos(at);
-        self.posted.extend(std::iter::repeat_n(t, n));
+        self.first_post.get_or_insert(t);
+        self.n_posted += n as u64;
+        let room = self.cap.saturating_sub(self.posted.len()).min(n);
+        self.posted.extend(std::iter::repeat_n(t, room));
     }
 
     /// Record that the next message's completion was seen at `at`.
     pub fn complete(&mut self, at: Duration) {
-        self.completed.push(nanos(at));
+        self.complete_n(at, 1);
     }
 
     /// Record that one completion seen at `at` covers `n` more messages (completion
     /// moderation).
     pub fn complete_n(&mut self, at: Duration, n: usize) {
         let t = nanos(at);
-        self.completed.extend(std::iter::repeat_n(t, n));
+        self.n_completed += n as u64;
+        self.last_complete = self.last_complete.max(t);
+        let room = self.cap.saturating_sub(self.completed.len()).min(n);
+        self.completed.extend(std::iter::repeat_n(t, room));
     }
 
     /// Messages posted so far.
     pub fn posted(&self) -> u64 {
-        self.posted.len() as u64
+        self.n_posted
     }
 
     /// Messages completed so far.
     pub fn completed(&self) -> u64 {
-        self.completed.len() as u64
+        self.n_completed
     }
 
     /// The figures so far, over the messages both posted and completed.
@@ -280,19 +343,26 @@ impl BwMeter {
     /// No message gives all zeros. Timestamps out of order (a completion before its post)
     /// are bad input: they never panic, and a non-positive best time gives a peak of 0.0.
     pub fn sample(&self) -> BwSample {
-        let n = self.posted.len().min(self.completed.len());
-        if n == 0 {
+        let n = self.n_posted.min(self.n_completed);
+        let kept = self.posted.len().min(self.completed.len());
+        if n == 0 || kept == 0 {
             return BwSample {
                 bytes: self.bytes,
                 iterations: 0,
                 peak_mib_s: 0.0,
                 avg_mib_s: 0.0,
                 msg_rate_mpps: 0.0,
+                min_interval_mib_s: None,
             };
         }
-        let span = self.completed[n - 1].saturating_sub(self.posted[0]);
-        let (avg_mib_s, msg_rate_mpps) = rates(self.bytes, n as u64, u128::from(span));
-        let peak_mib_s = match best_per_message(&self.posted[..n], &self.completed[..n]) {
+        let end = if n as usize == kept {
+            self.completed[kept - 1]
+        } else {
+            self.last_complete
+        };
+        let span = end.saturating_sub(self.first_post.unwrap_or(0));
+        let (avg_mib_s, msg_rate_mpps) = rates(self.bytes, n, u128::from(span));
+        let peak_mib_s = match best_per_message(&self.posted[..kept], &self.completed[..kept]) {
             Some((num, den)) if num > 0 => {
                 // size / (num/den ns) in MiB/s.
                 self.bytes as f64 * den as f64 * 1e9 / num as f64 / MIB
@@ -301,10 +371,11 @@ impl BwMeter {
         };
         BwSample {
             bytes: self.bytes,
-            iterations: n as u64,
+            iterations: n,
             peak_mib_s,
             avg_mib_s,
             msg_rate_mpps,
+            min_interval_mib_s: None,
         }
     }
 }
@@ -411,6 +482,59 @@ impl LatMeter {
 // Report and JSON
 // ------------------------------------------------------------------------------------------
 
+/// MiB/sec in Gb/sec (10^9 bits per second), perftest's `--report_gbits` unit.
+pub fn gbits(mib_s: f64) -> f64 {
+    mib_s * MIB * 8.0 / 1e9
+}
+
+/// Pass/fail limits on a run's figures (`--min-bw`, `--max-lat-p99`) and what they found.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Thresholds {
+    /// Lowest average bandwidth each size must reach, MiB/sec.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub min_bw_mib_s: Option<f64>,
+    /// Highest 99th percentile latency each size may have, usec.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_lat_p99_us: Option<f64>,
+    /// One line per size that missed a limit.
+    pub failures: Vec<String>,
+    /// No size missed a limit.
+    pub passed: bool,
+}
+
+impl Thresholds {
+    /// Checks `samples` against the limits, filling `failures` and `passed`.
+    pub fn check(mut self, samples: &[Sample]) -> Thresholds {
+        self.failures.clear();
+        for s in samples {
+            match s {
+                Sample::Bw(b) => {
+                    if let Some(min) = self.min_bw_mib_s {
+                        if b.avg_mib_s < min {
+                            self.failures.push(format!(
+                                "size {}: average bandwidth {:.2} MiB/sec below {min:.2}",
+                                b.bytes, b.avg_mib_s
+                            ));
+                        }
+                    }
+                }
+                Sample::Lat(l) => {
+                    if let Some(max) = self.max_lat_p99_us {
+                        if l.p99 > max {
+                            self.failures.push(format!(
+                                "size {}: 99% latency {:.2} usec above {max:.2}",
+                                l.bytes, l.p99
+                            ));
+                        }
+                    }
+                }
+            }
+        }
+        self.passed = self.failures.is_empty();
+        self
+    }
+}
+
 /// The run's parameters, shown in the text banner and carried in the JSON.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct ReportParams {
@@ -427,6 +551,15 @@ pub struct ReportParams {
     pub faults: String,
     /// The link, e.g. `"memory"` (in-process link) or `"dpdk 0000:01:00.0"`.
     pub link: String,
+    /// The text shows bandwidth in Gb/sec (`--report-gbits`); the JSON has both units.
+    #[serde(default)]
+    pub report_gbits: bool,
+    /// Messages kept in flight by a bandwidth test (`-t`; 1 for latency tests).
+    #[serde(default)]
+    pub tx_depth: u64,
+    /// Work requests per doorbell (`-l`).
+    #[serde(default)]
+    pub post_list: u64,
 }
 
 /// One result line: bandwidth or latency.
@@ -450,9 +583,54 @@ pub struct Verification {
     pub expected_octets: u64,
 }
 
+/// The version of the JSON report's layout (`docs/bench-json.md`): raised whenever a
+/// field changes meaning or goes; new fields may come without it.
+pub const REPORT_SCHEMA: u32 = 1;
+
+fn report_schema() -> u32 {
+    REPORT_SCHEMA
+}
+
+/// How one end's TCP cut the FPDU stream into segments (RFC 5044 section 5.3: every new
+/// segment starts with an FPDU and holds whole FPDUs), and what it retransmitted.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+pub struct Segments {
+    /// New-data segments that started with an FPDU and held whole FPDUs.
+    pub new_whole: u64,
+    /// New-data segments that split an FPDU.
+    pub new_split: u64,
+    /// Share of new-data segments that held whole FPDUs (1 when there were none).
+    pub new_whole_ratio: f64,
+    /// Retransmitted segments holding whole FPDUs.
+    pub rtx_whole: u64,
+    /// Retransmitted segments that split an FPDU.
+    pub rtx_split: u64,
+    /// Share of retransmitted segments that held whole FPDUs (1 when there were none).
+    pub rtx_whole_ratio: f64,
+    /// Payload octets retransmitted.
+    pub retransmitted_octets: u64,
+    /// Retransmission timeouts.
+    pub timeouts: u64,
+    /// Fast retransmits.
+    pub fast_retransmits: u64,
+}
+
+/// [`Segments`] of the client, and of the server when it ran in this process.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+pub struct Alignment {
+    /// The client's (this process's) TCP.
+    pub client: Segments,
+    /// The server's TCP (in-process runs only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub server: Option<Segments>,
+}
+
 /// A whole benchmark report: what [`to_json`] and [`to_text`] render.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Report {
+    /// The layout's version, [`REPORT_SCHEMA`].
+    #[serde(default = "report_schema")]
+    pub schema: u32,
     /// perftest's verb name for the test: `"RDMA_Write"`, `"RDMA_Read"` or `"Send"`.
     pub test: String,
     /// The run's parameters.
@@ -462,6 +640,16 @@ pub struct Report {
     /// What `--verify` checked (absent without it).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub verify: Option<Verification>,
+    /// How the FPDUs were cut into segments (absent where nobody counted).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub alignment: Option<Alignment>,
+    /// The pass/fail limits and what they found (absent without any).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub thresholds: Option<Thresholds>,
+    /// Per-interval figures of the bandwidth tests (`--interval`, `--run-infinitely`),
+    /// in order; the text shows them as the run goes.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub intervals: Vec<IntervalSample>,
 }
 
 /// The report as one JSON object (pretty-printed, ending in a newline). The figures are
@@ -474,7 +662,21 @@ pub struct Report {
 pub fn to_json(report: &Report) -> String {
     // These plain types cannot fail to serialize (serde_json writes a non-finite float as
     // null); should that ever change, still answer with valid JSON naming the error.
-    let mut s = serde_json::to_string_pretty(report)
+    let mut v = serde_json::to_value(report)
+        .unwrap_or_else(|e| serde_json::json!({ "error": e.to_string() }));
+    // Bandwidth in both units, whichever the text shows.
+    if let Some(samples) = v.get_mut("samples").and_then(|s| s.as_array_mut()) {
+        for s in samples {
+            if let (Some(peak), Some(avg)) = (
+                s.get("peak_mib_s").and_then(|x| x.as_f64()),
+                s.get("avg_mib_s").and_then(|x| x.as_f64()),
+            ) {
+                s["peak_gbit_s"] = serde_json::json!(gbits(peak));
+                s["avg_gbit_s"] = serde_json::json!(gbits(avg));
+            }
+        }
+    }
+    let mut s = serde_json::to_string_pretty(&v)
         .unwrap_or_else(|e| serde_json::json!({ "error": e.to_string() }).to_string());
     s.push('\n');
     s
@@ -523,6 +725,12 @@ fn banner(title: &str, params: &ReportParams) -> String {
         Some(d) => kv("Duration", &format!("{d}[sec]")),
         None => kv("Iterations", &params.iterations.to_string()),
     }
+    if params.tx_depth > 0 {
+        kv("TX depth", &params.tx_depth.to_string());
+    }
+    if params.post_list > 1 {
+        kv("Post list", &params.post_list.to_string());
+    }
     kv("MPA mode", &params.mpa);
     kv("Faults", &params.faults);
     kv("Link", &params.link);
@@ -534,13 +742,30 @@ fn banner(title: &str, params: &ReportParams) -> String {
 /// then perftest's column header. `test` is perftest's verb name (`"RDMA_Write"`, ...).
 pub fn bw_header(test: &str, params: &ReportParams) -> String {
     let mut s = banner(&format!("{test} BW Test"), params);
-    s.push_str(&bw_columns());
+    s.push_str(&bw_columns_in(params.report_gbits));
     s
 }
 
 /// Just the column header of a bandwidth report, with its newline.
 pub fn bw_columns() -> String {
     expand_line(BW_COLUMNS)
+}
+
+/// The column header in MiB/sec or, with `gbits`, in Gb/sec.
+pub fn bw_columns_in(gbits: bool) -> String {
+    expand_line(if gbits { BW_COLUMNS_GBITS } else { BW_COLUMNS })
+}
+
+/// [`bw_line`], with the bandwidths in Gb/sec when `gbits` says so.
+pub fn bw_line_in(s: &BwSample, gbits: bool) -> String {
+    if !gbits {
+        return bw_line(s);
+    }
+    bw_line(&BwSample {
+        peak_mib_s: self::gbits(s.peak_mib_s),
+        avg_mib_s: self::gbits(s.avg_mib_s),
+        ..*s
+    })
 }
 
 /// One bandwidth line in perftest 4.5's layout (`REPORT_FMT`): size, iterations, peak
@@ -588,18 +813,65 @@ pub fn to_text(report: &Report) -> String {
             match (current.is_none(), is_bw) {
                 (true, true) => out.push_str(&bw_header(&report.test, &report.params)),
                 (true, false) => out.push_str(&lat_header(&report.test, &report.params)),
-                (false, true) => out.push_str(&bw_columns()),
+                (false, true) => out.push_str(&bw_columns_in(report.params.report_gbits)),
                 (false, false) => out.push_str(&lat_columns()),
             }
             current = Some(is_bw);
         }
         match sample {
-            Sample::Bw(b) => out.push_str(&bw_line(b)),
+            Sample::Bw(b) => out.push_str(&bw_line_in(b, report.params.report_gbits)),
             Sample::Lat(l) => out.push_str(&lat_line(l)),
         }
     }
     if current.is_some() {
         out.push_str(&footer());
+    }
+    for s in &report.samples {
+        if let Sample::Bw(BwSample {
+            bytes,
+            min_interval_mib_s: Some(m),
+            ..
+        }) = s
+        {
+            let (v, unit) = if report.params.report_gbits {
+                (gbits(*m), "Gb/sec")
+            } else {
+                (*m, "MiB/sec")
+            };
+            let _ = writeln!(
+                out,
+                " size {bytes}: lowest interval bandwidth {v:.2} {unit}"
+            );
+        }
+    }
+    if let Some(a) = &report.alignment {
+        let c = &a.client;
+        let _ = write!(
+            out,
+            " FPDU-aligned segments: client new {:.4} rtx {:.4} ({} retransmitted octets)",
+            c.new_whole_ratio, c.rtx_whole_ratio, c.retransmitted_octets,
+        );
+        match &a.server {
+            Some(s) => {
+                let _ = writeln!(out, ", server new {:.4}", s.new_whole_ratio);
+            }
+            None => out.push('\n'),
+        }
+    }
+    if let Some(v) = &report.verify {
+        let _ = writeln!(
+            out,
+            " verified {} octets of {} moved, {} wrong",
+            v.verified_octets, v.expected_octets, v.wrong_octets
+        );
+    }
+    if let Some(t) = &report.thresholds {
+        if t.passed {
+            out.push_str(" thresholds: passed\n");
+        }
+        for f in &t.failures {
+            let _ = writeln!(out, " threshold missed: {f}");
+        }
     }
     out
 }

@@ -8,6 +8,7 @@ use std::time::{Duration, Instant};
 use iwarp::report::{
     bw_columns, bw_header, bw_line, footer, lat_columns, lat_header, lat_line, to_json, to_text,
     BwMeter, BwSample, LatSample, Progress, ProgressTotal, Report, ReportParams, Sample,
+    REPORT_SCHEMA,
 };
 
 const DASHES: &str =
@@ -21,6 +22,9 @@ fn params() -> ReportParams {
         mpa: "rev1 markers=off crc=on".into(),
         faults: "none".into(),
         link: "memory".into(),
+        report_gbits: false,
+        tx_depth: 0,
+        post_list: 0,
     }
 }
 
@@ -31,6 +35,7 @@ fn bw(bytes: u64, iterations: u64, peak: f64, avg: f64, rate: f64) -> BwSample {
         peak_mib_s: peak,
         avg_mib_s: avg,
         msg_rate_mpps: rate,
+        min_interval_mib_s: None,
     }
 }
 
@@ -142,6 +147,10 @@ fn whole_report_text() {
             Sample::Bw(bw(65536, 1000, 46567.34, 46557.03, 0.744912)),
         ],
         verify: None,
+        alignment: None,
+        thresholds: None,
+        intervals: Vec::new(),
+        schema: REPORT_SCHEMA,
     };
     let t = to_text(&r);
     assert!(t.starts_with(&bw_header("RDMA_Write", &params())));
@@ -167,6 +176,10 @@ fn json_round_trip() {
             Sample::Lat(lat(999, [1.5, 20.25, 2.0, 2.125, 0.5, 4.0, 20.25])),
         ],
         verify: None,
+        alignment: None,
+        thresholds: None,
+        intervals: Vec::new(),
+        schema: REPORT_SCHEMA,
     };
     let j = to_json(&r);
     let back: Report = serde_json::from_str(&j).expect("parses back");
@@ -195,6 +208,10 @@ fn json_and_text_show_the_same_figures() {
         params: params(),
         samples: vec![Sample::Bw(s)],
         verify: None,
+        alignment: None,
+        thresholds: None,
+        intervals: Vec::new(),
+        schema: REPORT_SCHEMA,
     };
     let v: serde_json::Value = serde_json::from_str(&to_json(&r)).unwrap();
     let j = &v["samples"][0];

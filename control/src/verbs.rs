@@ -588,6 +588,19 @@ impl QueuePair {
         self.rings.post_send(wr).map_err(|_| PostError::QueueFull)
     }
 
+    /// Posts `wrs` in order with one doorbell for all of them (a post list), as far as
+    /// the send queue takes them; returns how many were posted ([`PostError::QueueFull`]
+    /// when none was).
+    pub fn post_send_list(&self, wrs: &[SendWr]) -> Result<usize, PostError> {
+        if self.rings.state() == QpRingState::Error {
+            return Err(PostError::QpError);
+        }
+        match self.rings.post_send_list(wrs) {
+            0 if !wrs.is_empty() => Err(PostError::QueueFull),
+            n => Ok(n),
+        }
+    }
+
     /// Posts a receive buffer and rings the core.
     pub fn post_recv(&self, wr: RecvWr) -> Result<(), PostError> {
         if self.rings.state() == QpRingState::Error {

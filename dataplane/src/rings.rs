@@ -162,6 +162,23 @@ impl QpRings {
         Ok(())
     }
 
+    /// Posts the work requests of `wrs` in order, as far as the queue takes them, and
+    /// rings the core once (a post list: one doorbell for many requests). Returns how
+    /// many were queued.
+    pub fn post_send_list(&self, wrs: &[SendWr]) -> usize {
+        let mut n = 0;
+        for wr in wrs {
+            if self.sq.push(*wr).is_err() {
+                break;
+            }
+            n += 1;
+        }
+        if n > 0 {
+            self.ring();
+        }
+        n
+    }
+
     /// Posts a receive work request and rings the core; gives it back when the queue is
     /// full.
     pub fn post_recv(&self, wr: RecvWr) -> Result<(), RecvWr> {

@@ -8,6 +8,7 @@
 //! come (the ready, the pong of each ping, the next ready or the result).
 
 use std::net::SocketAddrV4;
+use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use control::verbs::{
@@ -20,7 +21,7 @@ use super::session::{self, Hello, RemoteBuffer, ServerResult, CREDIT_LEN, RESULT
 use super::verify;
 use super::{check_options, BenchError, BenchOptions, ClientOutcome, Length, Test, STALL};
 use crate::driver::Endpoint;
-use crate::report::{BwMeter, LatMeter, Progress, ProgressTotal, Sample};
+use crate::report::{BwMeter, IntervalSample, LatMeter, Progress, ProgressTotal, Sample};
 
 /// Control receives the client keeps posted (except in send-lat).
 pub const CTL_RECVS: u64 = 64;
@@ -265,14 +266,15 @@ fn main(
     let ord = usize::from(info.ord).max(1).min(read_depth(o, asked_ord));
     let done_mr = reg(&c.ep, session::DONE_LEN, Access::LOCAL_WRITE)?;
     let mut samples = Vec::new();
-    let mut hist = None;
+    let mut histograms = Vec::new();
+    let mut intervals = Vec::new();
     let mut expected = 0u64;
     for (k, &size) in o.sizes.iter().enumerate() {
         c.wait_ready()?;
         let last = k + 1 == o.sizes.len();
         let (sample, h, messages) = match o.test {
             Test::WriteBw | Test::ReadBw | Test::SendBw => {
-                let (s, n) = bw(c, o, size, remote, ord)?;
+                let (s, n) = bw(c, o, size, remote, ord, &mut intervals)?;
                 (s, None, n)
             }
             Test::WriteLat => write_lat(c, o, size, remote, &sink)?,
@@ -286,7 +288,9 @@ fn main(
             expected += messages * size as u64 * if both { 2 } else { 1 };
         }
         samples.push(sample);
-        hist = h.or(hist);
+        if let Some(h) = h {
+            histograms.push((size, h));
+        }
         // Tell the server this size is over: with the count for tests where it cannot
         // count the messages itself.
         let done = if o.test.is_send() {
@@ -326,7 +330,8 @@ fn main(
     Ok((
         ClientOutcome {
             samples,
-            histogram: hist,
+            histograms,
+            intervals,
             server,
             client_verified: c.verified,
             client_errors: c.errors,
@@ -355,6 +360,9 @@ fn progress(o: &BenchOptions) -> Option<Progress> {
 
 /// Whether another message may start: the count is not reached, or the time not up.
 fn more(o: &BenchOptions, deadline: Option<Instant>, posted: u64) -> bool {
+    if let Some(stop) = o.intervals.as_ref().and_then(|i| i.stop.as_ref()) {
+        return !stop.load(Ordering::Relaxed);
+    }
     match (o.length, deadline) {
         (Length::Iterations(n), _) => posted < n,
         (_, Some(d)) => Instant::now() < d,
@@ -370,6 +378,7 @@ fn bw(
     size: usize,
     r: RemoteBuffer,
     ord: usize,
+    intervals: &mut Vec<IntervalSample>,
 ) -> Result<(Sample, u64), BenchError> {
     let depth = match o.test {
         Test::ReadBw => o.tx_depth.min(ord).max(1),
@@ -399,9 +408,13 @@ fn bw(
         Length::Duration(d) => Some(Instant::now() + d),
         Length::Iterations(_) => None,
     };
-    let mut prog = progress(o);
-    let mut meter = BwMeter::with_capacity(size as u64, total.min(1 << 24) as usize);
+    let mut prog = progress(o).filter(|_| o.intervals.is_none());
+    let mut meter = BwMeter::with_capacity(size as u64, total as usize);
     let start = Instant::now();
+    // Per-interval figures: where the current interval started, the messages completed
+    // before it, the lowest interval bandwidth so far.
+    let mut interval = (Duration::ZERO, 0u64);
+    let mut min_interval: Option<f64> = None;
     let (mut posted, mut completed) = (0u64, 0u64);
     let mut stage = vec![0u8; if o.verify { size } else { 0 }];
     let mut last_progress = Instant::now();
@@ -410,11 +423,13 @@ fn bw(
         if !going && completed == posted {
             break;
         }
-        while more(o, deadline, posted)
-            && posted - completed < depth as u64
-            && (!credited || c.credits > 0)
+        // Post lists (`-l`): up to `post_list` requests per doorbell.
+        let mut batch: Vec<SendWr> = Vec::with_capacity(o.post_list);
+        while more(o, deadline, posted + batch.len() as u64)
+            && posted + (batch.len() as u64) - completed < depth as u64
+            && (!credited || c.credits > batch.len() as u64)
         {
-            let i = posted;
+            let i = posted + batch.len() as u64;
             let slot = (i % slots as u64) as usize;
             let off = (slot * size) as u64;
             let op = match o.test {
@@ -450,16 +465,22 @@ fn bw(
                     SendOp::Send
                 }
             };
-            c.ep.post_send(SendWr {
+            batch.push(SendWr {
                 wr_id: i,
                 op,
                 local: buf.sge(off, size as u32),
                 signaled: true,
-            })?;
-            meter.post(start.elapsed());
-            posted += 1;
+            });
+            if batch.len() == o.post_list {
+                break;
+            }
+        }
+        if !batch.is_empty() {
+            c.ep.post_send_list(&batch)?;
+            meter.post_n(start.elapsed(), batch.len());
+            posted += batch.len() as u64;
             if credited {
-                c.credits -= 1;
+                c.credits -= batch.len() as u64;
             }
         }
         let n = c.step()?;
@@ -492,6 +513,19 @@ fn bw(
                 "waiting for completions"
             }));
         }
+        if let Some(iv) = &o.intervals {
+            let now = start.elapsed();
+            if now >= interval.0 + iv.every {
+                let s =
+                    IntervalSample::new(size as u64, completed - interval.1, now - interval.0, now);
+                min_interval = Some(min_interval.map_or(s.avg_mib_s, |m| m.min(s.avg_mib_s)));
+                (iv.report)(&s);
+                if intervals.len() < super::MAX_INTERVALS {
+                    intervals.push(s);
+                }
+                interval = (now, completed);
+            }
+        }
         if let Some(p) = prog.as_mut() {
             match o.length {
                 Length::Iterations(_) => p.update(completed),
@@ -502,7 +536,9 @@ fn bw(
     if let Some(p) = prog.as_mut() {
         p.finish();
     }
-    Ok((Sample::Bw(meter.sample()), posted))
+    let mut sample = meter.sample();
+    sample.min_interval_mib_s = min_interval;
+    Ok((Sample::Bw(sample), posted))
 }
 
 fn write(mr: &Mr, off: usize, data: &[u8]) -> Result<(), BenchError> {

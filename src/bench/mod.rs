@@ -41,6 +41,8 @@
 
 use std::fmt;
 use std::net::SocketAddrV4;
+use std::sync::atomic::AtomicBool;
+use std::sync::Arc;
 use std::time::Duration;
 
 use control::embedded::{self, FaultConfig, WireConfig, BENCH_PORT};
@@ -58,7 +60,9 @@ use crate::mpa::{self, MpaPolicy};
 pub use session::{Hello, RemoteBuffer, ServerResult};
 pub use verify::pattern_byte;
 
-use crate::report::{Report, ReportParams, Sample, Verification};
+use crate::report::{
+    Alignment, IntervalSample, Report, ReportParams, Sample, Segments, Verification, REPORT_SCHEMA,
+};
 
 /// The six tests (named on the command line `write-bw`, `write-lat`, ...).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, clap::ValueEnum)]
@@ -168,6 +172,9 @@ pub struct BenchOptions {
     pub length: Length,
     /// Messages kept in flight by bandwidth tests.
     pub tx_depth: usize,
+    /// Work requests posted per doorbell by bandwidth tests (perftest's `-l` post list),
+    /// 1..=`tx_depth`.
+    pub post_list: usize,
     /// IP MTU of the link.
     pub mtu: usize,
     /// The MPA policy (IRD and ORD included).
@@ -178,6 +185,29 @@ pub struct BenchOptions {
     pub verify: bool,
     /// Show a progress line on long runs.
     pub progress: bool,
+    /// Bandwidth tests: a figure per interval ([`Intervals`]).
+    pub intervals: Option<Intervals>,
+}
+
+/// Per-interval figures of the bandwidth tests, and runs that last until stopped.
+#[derive(Clone)]
+pub struct Intervals {
+    /// Length of an interval.
+    pub every: Duration,
+    /// Called with each interval's figures as it ends (the run goes on meanwhile).
+    pub report: Arc<dyn Fn(&IntervalSample) + Send + Sync>,
+    /// When set, the run lasts until this flag is raised (perftest's
+    /// `--run_infinitely`, ended by Ctrl-C); the length is then ignored.
+    pub stop: Option<Arc<AtomicBool>>,
+}
+
+impl fmt::Debug for Intervals {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Intervals")
+            .field("every", &self.every)
+            .field("until_stopped", &self.stop.is_some())
+            .finish()
+    }
 }
 
 impl Default for BenchOptions {
@@ -187,11 +217,13 @@ impl Default for BenchOptions {
             sizes: vec![65536],
             length: Length::Iterations(1000),
             tx_depth: 128,
+            post_list: 1,
             mtu: 1500,
             mpa: crate::mpa::bench_default(),
             faults: FaultConfig::default(),
             verify: false,
             progress: false,
+            intervals: None,
         }
     }
 }
@@ -206,11 +238,8 @@ pub fn all_sizes() -> Vec<usize> {
 pub struct BenchOutcome {
     /// Result lines and parameters.
     pub report: Report,
-    /// The latency histogram of the last size (latency tests), in nanoseconds.
-    pub histogram: Option<Histogram<u64>>,
-    /// Segment alignment of the client's TCP, then the server's when it ran in this
-    /// process (RFC 5044 5.3).
-    pub alignment: Vec<AlignmentStats>,
+    /// The latency histogram of each size (latency tests), in nanoseconds.
+    pub histograms: Vec<(usize, Histogram<u64>)>,
     /// Octets found wrong by `--verify`, by both ends (always 0 in a correct run).
     pub verify_errors: u64,
     /// Octets checked by `--verify`, by both ends.
@@ -266,6 +295,13 @@ impl From<DriverError> for BenchError {
     }
 }
 
+/// The shortest interval of `--interval`.
+pub const MIN_INTERVAL: Duration = Duration::from_millis(10);
+
+/// Most per-interval figures a run keeps for its report (the live lines go on; the
+/// lowest interval still counts them all).
+pub const MAX_INTERVALS: usize = 1 << 16;
+
 /// Longest a run may go without any progress.
 pub const STALL: Duration = Duration::from_secs(10);
 
@@ -291,6 +327,38 @@ pub fn check_options(o: &BenchOptions) -> Result<(), BenchError> {
     if o.tx_depth == 0 || o.tx_depth > 65536 {
         return Err(BenchError::Options(
             "tx depth must be within 1..=65536".into(),
+        ));
+    }
+    if o.post_list == 0 || o.post_list > o.tx_depth {
+        return Err(BenchError::Options(format!(
+            "the post list (-l) must be within 1..={} (the tx depth)",
+            o.tx_depth
+        )));
+    }
+    if let Some(iv) = &o.intervals {
+        if o.test.is_latency() {
+            return Err(BenchError::Options(
+                "per-interval figures (--interval, --run-infinitely) are for the bandwidth tests"
+                    .into(),
+            ));
+        }
+        if iv.every < MIN_INTERVAL {
+            return Err(BenchError::Options(format!(
+                "the interval must be at least {} s",
+                MIN_INTERVAL.as_secs_f64()
+            )));
+        }
+        if iv.stop.is_some() && o.sizes.len() != 1 {
+            return Err(BenchError::Options(
+                "a run until stopped (--run-infinitely) has one message size".into(),
+            ));
+        }
+    }
+    if o.post_list > 1 && o.test.is_latency() {
+        return Err(BenchError::Options(
+            "post lists (-l) are for the bandwidth tests: a latency test posts one request \
+             at a time"
+                .into(),
         ));
     }
     if o.test.is_latency() || o.test.is_send() {
@@ -371,8 +439,10 @@ pub fn run_embedded(o: &BenchOptions) -> Result<BenchOutcome, BenchError> {
 pub struct ClientOutcome {
     /// One sample per size.
     pub samples: Vec<Sample>,
-    /// The last size's latency histogram (latency tests).
-    pub histogram: Option<Histogram<u64>>,
+    /// Each size's latency histogram (latency tests).
+    pub histograms: Vec<(usize, Histogram<u64>)>,
+    /// The per-interval figures of a bandwidth run measured in intervals.
+    pub intervals: Vec<IntervalSample>,
     /// What the server checked.
     pub server: ServerResult,
     /// Octets the client checked itself.
@@ -381,6 +451,21 @@ pub struct ClientOutcome {
     pub client_errors: u64,
     /// Octets both ends had to check.
     pub expected_verified: u64,
+}
+
+/// One end's segment counters as the report carries them.
+fn segments(a: &AlignmentStats) -> Segments {
+    Segments {
+        new_whole: a.new_whole,
+        new_split: a.new_split,
+        new_whole_ratio: a.new_whole_ratio(),
+        rtx_whole: a.rtx_whole,
+        rtx_split: a.rtx_split,
+        rtx_whole_ratio: a.rtx_whole_ratio(),
+        retransmitted_octets: a.retransmitted_octets,
+        timeouts: a.timeouts,
+        fast_retransmits: a.fast_retransmits,
+    }
 }
 
 /// The report of a run from the client's outcome.
@@ -403,6 +488,13 @@ pub fn outcome(
         mpa: mpa::label(&o.mpa),
         faults: faults_label(&o.faults),
         link,
+        report_gbits: false,
+        tx_depth: if o.test.is_latency() {
+            1
+        } else {
+            o.tx_depth as u64
+        },
+        post_list: o.post_list as u64,
     };
     let verified = c.server.verified + c.client_verified;
     let errors = c.server.errors + c.client_errors;
@@ -416,9 +508,15 @@ pub fn outcome(
                 wrong_octets: errors,
                 expected_octets: c.expected_verified,
             }),
+            alignment: alignment.first().map(|client| Alignment {
+                client: segments(client),
+                server: alignment.get(1).map(segments),
+            }),
+            thresholds: None,
+            intervals: c.intervals,
+            schema: REPORT_SCHEMA,
         },
-        histogram: c.histogram,
-        alignment,
+        histograms: c.histograms,
         verify_errors: errors,
         verified_octets: verified,
         expected_octets: c.expected_verified,

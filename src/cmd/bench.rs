@@ -7,8 +7,12 @@ use std::path::PathBuf;
 
 use clap::Args;
 use control::embedded::FaultConfig;
-use iwarp::bench::{self, BenchOptions, BenchOutcome, Length, Test};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+
+use iwarp::bench::{self, BenchOptions, BenchOutcome, Intervals, Length, Test};
 use iwarp::mpa::{self, MpaFlags};
+use iwarp::report::{IntervalSample, Report, Sample, Thresholds};
 
 use super::{load_config, parse_peer};
 
@@ -75,9 +79,45 @@ pub struct BenchArgs {
     /// Print the results as JSON.
     #[arg(long)]
     pub json: bool,
-    /// Write the latency histogram (last size) to FILE in HdrHistogram's percentile format.
+    /// Write the latency histogram to FILE in HdrHistogram's percentile format; with
+    /// several sizes (-a), one file per size, the size before the extension
+    /// (`lat-8.hgrm`).
     #[arg(long, value_name = "FILE")]
     pub hgrm: Option<PathBuf>,
+    /// Work requests posted per doorbell by the bandwidth tests (perftest's post list).
+    #[arg(short = 'l', long, value_name = "N", default_value_t = 1)]
+    pub post_list: usize,
+    /// Bandwidth in Gb/sec (10^9 bits) instead of MiB/sec (perftest's --report_gbits).
+    #[arg(long, alias = "report_gbits")]
+    pub report_gbits: bool,
+    /// Print only this figure, one line per size (perftest's --output): the average
+    /// bandwidth, the message rate (Mpps), or the average latency (usec).
+    #[arg(long, value_enum, value_name = "FIGURE", conflicts_with = "json")]
+    pub output: Option<Figure>,
+    /// Bandwidth tests: print the bandwidth of each interval of this many seconds, and
+    /// the lowest of them at the end.
+    #[arg(long, value_name = "SECONDS")]
+    pub interval: Option<f64>,
+    /// Bandwidth tests: run until interrupted (Ctrl-C), printing the bandwidth of every
+    /// interval (--interval, else -D, else 5 s); Ctrl-C ends the run cleanly with the
+    /// summary (perftest's --run_infinitely).
+    #[arg(long, alias = "run_infinitely", conflicts_with_all = ["iters", "all_sizes"])]
+    pub run_infinitely: bool,
+    /// Fail (exit status 1) when a size's average bandwidth is below this, MiB/sec (Gb/sec
+    /// with --report-gbits).
+    #[arg(long, value_name = "BW")]
+    pub min_bw: Option<f64>,
+    /// Fail (exit status 1) when a size's 99th percentile latency is above this, usec.
+    #[arg(long, value_name = "USEC")]
+    pub max_lat_p99: Option<f64>,
+    /// Accepted for perftest's command lines: perftest's -F stops it failing when CPU
+    /// frequency scaling makes its cycle counter unreliable; iwarp times with the
+    /// monotonic clock, so there is nothing to check.
+    #[arg(short = 'F', long = "cpu-freq")]
+    pub cpu_freq: bool,
+    /// perftest's -I (inline size): refused with a reason (see the run's error).
+    #[arg(short = 'I', long = "inline-size", value_name = "N")]
+    pub inline_size: Option<usize>,
     /// Speak perftest's `-R` (rdma_cm) exchange instead of our own: a client against
     /// `ib_write_bw|ib_read_bw|ib_send_bw -R` (with --config and --peer), or with --server
     /// a server for their clients. Both sides need the same -s and -n.
@@ -95,6 +135,63 @@ pub struct BenchArgs {
     pub timeout: f64,
 }
 
+/// A single figure for --output.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum Figure {
+    /// Average bandwidth.
+    Bandwidth,
+    /// Message rate.
+    #[value(alias = "message_rate")]
+    MessageRate,
+    /// Average latency.
+    Latency,
+}
+
+/// The checks every run takes, --perftest or not: flags that cannot apply are refused
+/// with the reason.
+fn check_flags(a: &BenchArgs) -> Result<(), String> {
+    if a.inline_size.is_some_and(|n| n > 0) {
+        return Err(
+            "-I (inline sends) is refused: inline data is an RNIC's copy of a Send's \
+                    payload into the work request at post time; this RNIC reads a payload from \
+                    its memory region when it frames it, so the buffer is not free at post \
+                    time as -I promises"
+                .into(),
+        );
+    }
+    match (a.output, a.test.is_latency()) {
+        (Some(Figure::Latency), false) | (Some(Figure::Bandwidth | Figure::MessageRate), true) => {
+            return Err(format!(
+                "--output {:?} is not a figure of {}",
+                a.output.unwrap_or(Figure::Bandwidth),
+                a.test.name()
+            )
+            .to_lowercase())
+        }
+        _ => {}
+    }
+    if a.min_bw.is_some() && a.test.is_latency() {
+        return Err("--min-bw is for the bandwidth tests".into());
+    }
+    if a.max_lat_p99.is_some() && !a.test.is_latency() {
+        return Err("--max-lat-p99 is for the latency tests".into());
+    }
+    for (name, p) in [
+        ("--loss", a.loss),
+        ("--reorder", a.reorder),
+        ("--duplicate", a.duplicate),
+        ("--resegment", a.resegment),
+        ("--corrupt", a.corrupt),
+    ] {
+        if !(0.0..=0.5).contains(&p) {
+            return Err(format!(
+                "{name} must be a probability within 0..=0.5, not {p}"
+            ));
+        }
+    }
+    Ok(())
+}
+
 /// The options of an `iwarp bench` run from its arguments (the MPA policy without a
 /// deployment file: [`mpa::bench_default`] under the flags).
 fn options(a: &BenchArgs) -> Result<BenchOptions, String> {
@@ -110,22 +207,45 @@ fn options(a: &BenchArgs) -> Result<BenchOptions, String> {
         (Some(n), _) => Length::Iterations(n),
         (None, None) => Length::Iterations(if test.is_latency() { 10_000 } else { 5_000 }),
     };
+    if a.hgrm.is_some() && !test.is_latency() {
+        return Err("--hgrm writes latency histograms: it needs a latency test".into());
+    }
     if !(576..=9000).contains(&a.mtu) {
         return Err(format!("--mtu must be within 576..=9000, not {}", a.mtu));
     }
-    for (name, p) in [
-        ("--loss", a.loss),
-        ("--reorder", a.reorder),
-        ("--duplicate", a.duplicate),
-        ("--resegment", a.resegment),
-        ("--corrupt", a.corrupt),
-    ] {
-        if !(0.0..=0.5).contains(&p) {
-            return Err(format!(
-                "{name} must be a probability within 0..=0.5, not {p}"
-            ));
-        }
-    }
+    let intervals = if a.interval.is_some() || a.run_infinitely {
+        let every = a
+            .interval
+            .or(if a.run_infinitely { a.duration } else { None });
+        let every = super::seconds("--interval", every.unwrap_or(5.0))?;
+        let gbits = a.report_gbits;
+        let json = a.json;
+        Some(Intervals {
+            every,
+            report: Arc::new(move |s: &IntervalSample| {
+                // Interval lines go to stderr under --json, so stdout stays one JSON
+                // document.
+                let line = interval_line(s, gbits);
+                if json {
+                    eprintln!("{line}");
+                } else {
+                    println!("{line}");
+                }
+            }),
+            stop: a.run_infinitely.then(interrupt_flag).transpose()?,
+        })
+    } else {
+        None
+    };
+    // A run until stopped tells the server it runs for a time, not a count.
+    let length = match &intervals {
+        Some(Intervals {
+            every,
+            stop: Some(_),
+            ..
+        }) => Length::Duration(*every),
+        _ => length,
+    };
     Ok(BenchOptions {
         test,
         sizes: if a.all_sizes {
@@ -137,27 +257,61 @@ fn options(a: &BenchArgs) -> Result<BenchOptions, String> {
         tx_depth: a.tx_depth,
         mtu: a.mtu,
         mpa: a.mpa.applied(&mpa::bench_default()),
-        faults: FaultConfig {
-            loss: a.loss,
-            reorder: a.reorder,
-            duplicate: a.duplicate,
-            resegment: a.resegment,
-            corrupt: a.corrupt,
-            seed: a.seed,
-            ..FaultConfig::default()
-        },
+        faults: faults(a),
         verify: a.verify,
-        progress: !a.json,
+        progress: !a.json && a.output.is_none(),
+        post_list: a.post_list,
+        intervals,
     })
+}
+
+/// The fault flags.
+pub fn faults(a: &BenchArgs) -> FaultConfig {
+    FaultConfig {
+        loss: a.loss,
+        reorder: a.reorder,
+        duplicate: a.duplicate,
+        resegment: a.resegment,
+        corrupt: a.corrupt,
+        seed: a.seed,
+        ..FaultConfig::default()
+    }
+}
+
+/// One interval's line: when it ended, the messages, the bandwidth and the rate.
+fn interval_line(s: &IntervalSample, gbits: bool) -> String {
+    let (bw, unit) = if gbits {
+        (iwarp::report::gbits(s.avg_mib_s), "Gb/sec")
+    } else {
+        (s.avg_mib_s, "MiB/sec")
+    };
+    format!(
+        " interval to {:.1} s: {} messages of {} octets, {bw:.2} {unit}, {:.6} Mpps",
+        s.end_s, s.iterations, s.bytes, s.msg_rate_mpps
+    )
+}
+
+/// A flag Ctrl-C raises (once set up; a second Ctrl-C still ends the process at once).
+fn interrupt_flag() -> Result<Arc<AtomicBool>, String> {
+    let flag = Arc::new(AtomicBool::new(false));
+    let f = flag.clone();
+    ctrlc::set_handler(move || {
+        if f.swap(true, Ordering::Relaxed) {
+            std::process::exit(130);
+        }
+    })
+    .map_err(|e| format!("--run-infinitely: cannot catch Ctrl-C: {e}"))?;
+    Ok(flag)
 }
 
 /// Runs `iwarp bench`: true when every octet was verified (or nothing was to be).
 pub fn run(a: BenchArgs) -> Result<bool, String> {
+    check_flags(&a)?;
     if a.perftest {
         return super::perftest::run(&a);
     }
     let opts = options(&a)?;
-    let out = match &a.config {
+    let mut out = match &a.config {
         None => bench::run_embedded(&opts).map_err(|e| e.to_string())?,
         Some(path) => {
             if a.mtu != 1500 {
@@ -170,39 +324,94 @@ pub fn run(a: BenchArgs) -> Result<bool, String> {
             on_config(path, &a, opts)?
         }
     };
+    let passed = finish_report(&a, &mut out.report);
     print(&a, &out)?;
-    Ok(out.verify_errors == 0 && out.verified_octets == out.expected_octets)
+    Ok(out.verify_errors == 0 && out.verified_octets == out.expected_octets && passed)
+}
+
+/// Puts the display flags and the thresholds' verdict into `r`; false when a threshold
+/// was missed.
+pub fn finish_report(a: &BenchArgs, r: &mut Report) -> bool {
+    r.params.report_gbits = a.report_gbits;
+    if a.min_bw.is_some() || a.max_lat_p99.is_some() {
+        let t = Thresholds {
+            // Given in the unit the report shows.
+            min_bw_mib_s: a.min_bw.map(|b| {
+                if a.report_gbits {
+                    b * 1e9 / 8.0 / iwarp::report::MIB
+                } else {
+                    b
+                }
+            }),
+            max_lat_p99_us: a.max_lat_p99,
+            ..Thresholds::default()
+        };
+        r.thresholds = Some(t.check(&r.samples));
+    }
+    r.thresholds.as_ref().is_none_or(|t| t.passed)
 }
 
 fn print(a: &BenchArgs, out: &BenchOutcome) -> Result<(), String> {
-    if a.json {
-        print!("{}", iwarp::report::to_json(&out.report));
-    } else {
-        print!("{}", iwarp::report::to_text(&out.report));
-        let c = out.alignment[0];
-        print!(
-            " FPDU-aligned segments: client new {:.4} rtx {:.4} ({} retransmitted octets)",
-            c.new_whole_ratio(),
-            c.rtx_whole_ratio(),
-            c.retransmitted_octets,
-        );
-        match out.alignment.get(1) {
-            Some(s) => println!(", server new {:.4}", s.new_whole_ratio()),
-            None => println!(),
+    print_report(a, &out.report);
+    if let Some(path) = &a.hgrm {
+        for (p, h) in hgrm_paths(path, &out.histograms) {
+            let mut f = std::fs::File::create(&p).map_err(|e| format!("{}: {e}", p.display()))?;
+            iwarp::report::write_hgrm(h, &mut f, 1000.0)
+                .map_err(|e| format!("{}: {e}", p.display()))?;
         }
-        if a.verify {
-            println!(
-                " verified {} octets of {} moved, {} wrong",
-                out.verified_octets, out.expected_octets, out.verify_errors
-            );
-        }
-    }
-    if let (Some(path), Some(h)) = (&a.hgrm, &out.histogram) {
-        let mut f = std::fs::File::create(path).map_err(|e| format!("{}: {e}", path.display()))?;
-        iwarp::report::write_hgrm(h, &mut f, 1000.0)
-            .map_err(|e| format!("{}: {e}", path.display()))?;
     }
     Ok(())
+}
+
+/// The report as the flags ask: one figure per size (--output), JSON, or text.
+pub fn print_report(a: &BenchArgs, report: &Report) {
+    if let Some(figure) = a.output {
+        for s in &report.samples {
+            let v = match (figure, s) {
+                (Figure::Bandwidth, Sample::Bw(b)) if a.report_gbits => {
+                    iwarp::report::gbits(b.avg_mib_s)
+                }
+                (Figure::Bandwidth, Sample::Bw(b)) => b.avg_mib_s,
+                (Figure::MessageRate, Sample::Bw(b)) => b.msg_rate_mpps,
+                (Figure::Latency, Sample::Lat(l)) => l.t_avg,
+                _ => continue,
+            };
+            if figure == Figure::MessageRate {
+                println!("{v:.6}");
+            } else {
+                println!("{v:.2}");
+            }
+        }
+        if let Some(t) = &report.thresholds {
+            for f in &t.failures {
+                eprintln!("iwarp: threshold missed: {f}");
+            }
+        }
+    } else if a.json {
+        print!("{}", iwarp::report::to_json(report));
+    } else {
+        print!("{}", iwarp::report::to_text(report));
+    }
+}
+
+/// Where each size's histogram goes: `path` itself for one size, else `path` with the
+/// size before its extension (`lat.hgrm` → `lat-8.hgrm`, `lat-16.hgrm`, ...).
+fn hgrm_paths<'a, T>(path: &std::path::Path, hists: &'a [(usize, T)]) -> Vec<(PathBuf, &'a T)> {
+    if hists.len() == 1 {
+        return vec![(path.to_path_buf(), &hists[0].1)];
+    }
+    let stem = path
+        .file_stem()
+        .map(|s| s.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let ext = path
+        .extension()
+        .map(|e| format!(".{}", e.to_string_lossy()))
+        .unwrap_or_default();
+    hists
+        .iter()
+        .map(|(size, h)| (path.with_file_name(format!("{stem}-{size}{ext}")), h))
+        .collect()
 }
 
 /// The peer (`--peer`, else the file's `[bench] peer`; none for a `server`, which must

@@ -22,6 +22,55 @@ struct Plan {
 /// The options and the port of a perftest run from the arguments and the file.
 fn plan(a: &BenchArgs) -> Result<Plan, String> {
     let path = a.config.as_ref().ok_or("--perftest needs --config FILE")?;
+    // What perftest's exchange cannot carry is refused, never ignored.
+    for (given, flag, why) in [
+        (
+            a.all_sizes,
+            "-a",
+            "perftest's -R exchange runs one size per connection",
+        ),
+        (
+            a.verify,
+            "--verify",
+            "perftest's buffers hold no pattern to check",
+        ),
+        (
+            a.hgrm.is_some(),
+            "--hgrm",
+            "the perftest exchange runs bandwidth tests",
+        ),
+        (
+            a.max_lat_p99.is_some(),
+            "--max-lat-p99",
+            "the perftest exchange runs bandwidth tests",
+        ),
+        (
+            a.post_list > 1,
+            "-l",
+            "post lists are not in the perftest exchange yet",
+        ),
+        (
+            a.interval.is_some() || a.run_infinitely,
+            "--interval/--run-infinitely",
+            "perftest's -R exchange reports one result at the end",
+        ),
+        (
+            a.mtu != 1500,
+            "--mtu",
+            "with --config the MTU is the port's `mtu`",
+        ),
+    ] {
+        if given {
+            return Err(format!("--perftest does not take {flag}: {why}"));
+        }
+    }
+    if a.test.is_latency() {
+        return Err(format!(
+            "--perftest runs write-bw, read-bw and send-bw: perftest's latency tests \
+             (ib_*_lat -R) are not implemented, so {} is refused",
+            a.test.name()
+        ));
+    }
     let timeout = seconds("--timeout", a.timeout)?;
     let cfg = load_config(path)?;
     let (peer, port) = super::bench::target(a, &cfg, path, perftest::DEFAULT_PORT, a.server)?;
@@ -71,7 +120,9 @@ pub fn run(a: &BenchArgs) -> Result<bool, String> {
         options: o,
         mac,
     } = plan(a)?;
-    let node = iwarp::deploy::open(&cfg, port).map_err(|e| e.to_string())?;
+    // Faults go on what this side's port transmits.
+    let faults = iwarp::bench::direction_faults(&super::bench::faults(a), 0);
+    let node = iwarp::deploy::open_with_faults(&cfg, port, faults).map_err(|e| e.to_string())?;
     let server = a.server;
     let listen_port = peer.map_or(perftest::DEFAULT_PORT, |p| p.port());
     let r = node
@@ -95,14 +146,15 @@ pub fn run(a: &BenchArgs) -> Result<bool, String> {
             r
         })
         .map_err(|e| e.to_string())?;
-    let out = r.map_err(|e| e.to_string())?;
-    print(&out, a.json, server);
-    Ok(true)
+    let mut out = r.map_err(|e| e.to_string())?;
+    let passed = super::bench::finish_report(a, &mut out.report);
+    print(a, &out, server);
+    Ok(passed)
 }
 
-fn print(out: &PerftestOutcome, json: bool, server: bool) {
-    if json {
-        print!("{}", iwarp::report::to_json(&out.report));
+fn print(a: &BenchArgs, out: &PerftestOutcome, server: bool) {
+    if a.json || a.output.is_some() {
+        super::bench::print_report(a, &out.report);
         return;
     }
     let (ird, ord) = out.test_conn.as_ref().map_or((0, 0), |c| (c.ird, c.ord));
@@ -115,5 +167,5 @@ fn print(out: &PerftestOutcome, json: bool, server: bool) {
         out.peer_ird_ord.1,
         out.peer_dest.qpn
     );
-    print!("{}", iwarp::report::to_text(&out.report));
+    super::bench::print_report(a, &out.report);
 }

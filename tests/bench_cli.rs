@@ -1,0 +1,364 @@
+//! `iwarp bench` as a user types it: every flag changes what the run does or reports, and
+//! every flag that cannot apply is refused with a reason (exit status 2), never ignored.
+//! Runs are short, on the embedded default (both ends in this process).
+
+use std::path::PathBuf;
+use std::process::{Command, Output};
+
+use serde_json::Value;
+
+fn iwarp(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_iwarp"))
+        .args(args)
+        .output()
+        .expect("running iwarp")
+}
+
+fn text(o: &Output) -> String {
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    )
+}
+
+/// A run with `--json`: must succeed; its report.
+fn json(args: &[&str]) -> Value {
+    let mut a = vec!["bench"];
+    a.extend_from_slice(args);
+    a.push("--json");
+    let o = iwarp(&a);
+    assert!(o.status.success(), "{args:?}:\n{}", text(&o));
+    serde_json::from_slice(&o.stdout).unwrap_or_else(|e| panic!("{args:?}: {e}\n{}", text(&o)))
+}
+
+/// A run that must be refused (exit status 2) with `why` in its message.
+fn refused(args: &[&str], why: &str) {
+    let mut a = vec!["bench"];
+    a.extend_from_slice(args);
+    let o = iwarp(&a);
+    assert_eq!(
+        o.status.code(),
+        Some(2),
+        "{args:?} was not refused:\n{}",
+        text(&o)
+    );
+    assert!(
+        text(&o).contains(why),
+        "{args:?}: no {why:?} in:\n{}",
+        text(&o)
+    );
+}
+
+fn tmp(name: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("iwarp-bench-cli-{}", std::process::id()));
+    std::fs::create_dir_all(&d).unwrap();
+    d.join(name)
+}
+
+#[test]
+fn every_test_runs_with_its_size_count_and_depth() {
+    for (test, kind) in [
+        ("write-bw", "bw"),
+        ("read-bw", "bw"),
+        ("send-bw", "bw"),
+        ("write-lat", "lat"),
+        ("read-lat", "lat"),
+        ("send-lat", "lat"),
+    ] {
+        let r = json(&[test, "-s", "512", "-n", "64", "-t", "8"]);
+        let s = &r["samples"][0];
+        assert_eq!(s["kind"], kind, "{test}");
+        assert_eq!(s["bytes"], 512, "{test}");
+        assert_eq!(s["iterations"], 64, "{test}");
+        assert_eq!(r["params"]["iterations"], 64);
+        let depth = if kind == "bw" { 8 } else { 1 };
+        assert_eq!(r["params"]["tx_depth"], depth, "{test}");
+    }
+}
+
+#[test]
+fn duration_all_sizes_and_mtu() {
+    let r = json(&["write-bw", "-s", "4096", "-D", "0.3"]);
+    assert_eq!(r["params"]["duration_s"], 0.3);
+    assert!(r["samples"][0]["iterations"].as_u64().unwrap() > 0);
+    let r = json(&["send-lat", "-a", "-n", "2"]);
+    let sizes: Vec<u64> = r["samples"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["bytes"].as_u64().unwrap())
+        .collect();
+    assert_eq!(sizes, (1..=23).map(|p| 1u64 << p).collect::<Vec<_>>());
+    let r = json(&["write-bw", "-n", "50", "--mtu", "9000"]);
+    assert_eq!(r["params"]["link"], "memory mtu=9000");
+}
+
+#[test]
+fn mpa_flags_reach_the_connection() {
+    let r = json(&["write-bw", "-n", "50"]);
+    assert_eq!(r["params"]["mpa"], "rev2 markers=off crc=on ird=16 ord=16");
+    let r = json(&[
+        "write-bw",
+        "-n",
+        "50",
+        "--markers",
+        "--no-crc",
+        "--ird",
+        "3",
+        "--ord",
+        "5",
+    ]);
+    assert_eq!(r["params"]["mpa"], "rev2 markers=on crc=off ird=3 ord=5");
+    let r = json(&["read-bw", "-n", "50", "--ird-ord", "7", "--p2p", "read"]);
+    assert_eq!(
+        r["params"]["mpa"],
+        "rev2 markers=off crc=on ird=7 ord=7 p2p=read"
+    );
+    let r = json(&["send-lat", "-n", "20", "--rev1"]);
+    assert_eq!(r["params"]["mpa"], "rev1 markers=off crc=on ird=16 ord=16");
+    refused(
+        &["write-bw", "--rev1", "--p2p", "write"],
+        "cannot be used with",
+    );
+    refused(
+        &["write-bw", "--ird-ord", "2", "--ird", "3"],
+        "cannot be used with",
+    );
+    refused(&["write-bw", "--p2p", "rdma"], "not an RTR type");
+}
+
+#[test]
+fn faults_verify_and_post_lists() {
+    let r = json(&[
+        "write-bw",
+        "-n",
+        "300",
+        "-s",
+        "8192",
+        "--verify",
+        "--loss",
+        "0.02",
+        "--reorder",
+        "0.02",
+        "--duplicate",
+        "0.02",
+        "--resegment",
+        "0.05",
+        "--corrupt",
+        "0.01",
+        "--seed",
+        "9",
+    ]);
+    let f = r["params"]["faults"].as_str().unwrap();
+    for want in [
+        "loss=0.02",
+        "reorder=0.02",
+        "duplicate=0.02",
+        "resegment=0.05",
+        "corrupt=0.01",
+        "seed=9",
+    ] {
+        assert!(f.contains(want), "{f}");
+    }
+    assert_eq!(r["verify"]["wrong_octets"], 0);
+    assert_eq!(r["verify"]["verified_octets"], 300 * 8192);
+    assert!(
+        r["alignment"]["client"]["retransmitted_octets"]
+            .as_u64()
+            .unwrap()
+            > 0
+    );
+    let r = json(&["send-bw", "-n", "400", "-t", "32", "-l", "8", "--verify"]);
+    assert_eq!(r["params"]["post_list"], 8);
+    assert_eq!(r["verify"]["verified_octets"], 400 * 65536);
+    refused(&["write-bw", "-l", "0"], "post list");
+    refused(&["write-bw", "-t", "4", "-l", "8"], "post list");
+    refused(
+        &["write-lat", "-l", "2"],
+        "post lists (-l) are for the bandwidth tests",
+    );
+}
+
+#[test]
+fn histograms_one_file_per_size() {
+    let one = tmp("one.hgrm");
+    let o = iwarp(&[
+        "bench",
+        "read-lat",
+        "-n",
+        "50",
+        "--hgrm",
+        one.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", text(&o));
+    let h = std::fs::read_to_string(&one).unwrap();
+    assert!(
+        h.contains("Value     Percentile TotalCount 1/(1-Percentile)"),
+        "{h}"
+    );
+    let many = tmp("lat.hgrm");
+    let o = iwarp(&[
+        "bench",
+        "write-lat",
+        "-a",
+        "-n",
+        "2",
+        "--hgrm",
+        many.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", text(&o));
+    for size in [2u64, 1024, 8 << 20] {
+        let p = many.with_file_name(format!("lat-{size}.hgrm"));
+        let h = std::fs::read_to_string(&p).unwrap_or_else(|e| panic!("{}: {e}", p.display()));
+        assert!(h.contains("#[Mean"), "{}", p.display());
+    }
+    refused(&["write-bw", "--hgrm", "x.hgrm"], "needs a latency test");
+}
+
+#[test]
+fn perftest_style_output_units_and_thresholds() {
+    let o = iwarp(&["bench", "write-bw", "-n", "200", "--report-gbits"]);
+    assert!(text(&o).contains("BW average[Gb/sec]"), "{}", text(&o));
+    let r = json(&["write-bw", "-n", "200", "--report-gbits"]);
+    let (mib, gbit) = (
+        r["samples"][0]["avg_mib_s"].as_f64().unwrap(),
+        r["samples"][0]["avg_gbit_s"].as_f64().unwrap(),
+    );
+    assert!((gbit - mib * 1_048_576.0 * 8.0 / 1e9).abs() < 1e-9);
+    assert_eq!(r["params"]["report_gbits"], true);
+
+    for (test, figure) in [
+        ("write-bw", "bandwidth"),
+        ("send-bw", "message_rate"),
+        ("read-lat", "latency"),
+    ] {
+        let o = iwarp(&["bench", test, "-n", "50", "--output", figure]);
+        assert!(o.status.success(), "{}", text(&o));
+        let out = String::from_utf8_lossy(&o.stdout);
+        let lines: Vec<&str> = out.lines().collect();
+        assert_eq!(lines.len(), 1, "{test} {figure}: {out}");
+        assert!(lines[0].parse::<f64>().unwrap() > 0.0, "{out}");
+    }
+    refused(
+        &["write-bw", "--output", "latency"],
+        "not a figure of write-bw",
+    );
+    refused(
+        &["write-lat", "--output", "bandwidth"],
+        "not a figure of write-lat",
+    );
+    refused(
+        &["write-bw", "--output", "bandwidth", "--json"],
+        "cannot be used with",
+    );
+
+    // Thresholds: a limit no run can reach fails the run (exit 1) and says why.
+    let o = iwarp(&[
+        "bench", "write-bw", "-n", "100", "--min-bw", "1e12", "--json",
+    ]);
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    let r: Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(r["thresholds"]["passed"], false);
+    assert!(r["thresholds"]["failures"][0]
+        .as_str()
+        .unwrap()
+        .contains("below"));
+    let o = iwarp(&["bench", "write-lat", "-n", "100", "--max-lat-p99", "1e9"]);
+    assert!(o.status.success(), "{}", text(&o));
+    assert!(text(&o).contains("thresholds: passed"), "{}", text(&o));
+    let o = iwarp(&["bench", "send-lat", "-n", "100", "--max-lat-p99", "0.001"]);
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    assert!(
+        text(&o).contains("threshold missed: size 65536: 99% latency"),
+        "{}",
+        text(&o)
+    );
+    refused(
+        &["write-lat", "--min-bw", "1"],
+        "--min-bw is for the bandwidth tests",
+    );
+    refused(
+        &["write-bw", "--max-lat-p99", "1"],
+        "--max-lat-p99 is for the latency tests",
+    );
+}
+
+#[test]
+fn intervals_and_runs_until_interrupted() {
+    let r = json(&["send-bw", "-s", "4096", "-D", "0.5", "--interval", "0.1"]);
+    let iv = r["intervals"].as_array().unwrap();
+    assert!(iv.len() >= 3, "{r}");
+    let min = iv
+        .iter()
+        .map(|i| i["avg_mib_s"].as_f64().unwrap())
+        .fold(f64::INFINITY, f64::min);
+    assert_eq!(r["samples"][0]["min_interval_mib_s"].as_f64().unwrap(), min);
+    refused(
+        &["write-lat", "--interval", "0.1"],
+        "for the bandwidth tests",
+    );
+    refused(&["write-bw", "--interval", "0.001"], "at least 0.01 s");
+
+    // --run-infinitely: lines until Ctrl-C, then the summary and a clean exit.
+    let child = Command::new(env!("CARGO_BIN_EXE_iwarp"))
+        .args([
+            "bench",
+            "write-bw",
+            "-s",
+            "4096",
+            "--run-infinitely",
+            "--interval",
+            "0.1",
+        ])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(1500));
+    let kill = Command::new("kill")
+        .args(["-INT", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(kill.success());
+    let o = child.wait_with_output().unwrap();
+    let t = text(&o);
+    assert!(o.status.success(), "{t}");
+    assert!(t.matches(" interval to ").count() >= 3, "{t}");
+    assert!(t.contains("lowest interval bandwidth"), "{t}");
+    assert!(t.contains("BW average[MiB/sec]"), "{t}");
+    refused(
+        &["write-bw", "--run-infinitely", "-n", "5"],
+        "cannot be used with",
+    );
+}
+
+#[test]
+fn perftest_flags_accepted_or_refused() {
+    // -F has nothing to check (iwarp times with the monotonic clock): accepted.
+    let o = iwarp(&["bench", "write-bw", "-n", "50", "-F"]);
+    assert!(o.status.success(), "{}", text(&o));
+    refused(&["write-bw", "-I", "64"], "-I (inline sends) is refused");
+    // --perftest needs a deployment (a DPDK port).
+    refused(&["write-bw", "--perftest"], "--config");
+    refused(&["write-bw", "--peer", "10.0.0.1"], "--config");
+}
+
+#[test]
+fn bad_values_are_refused_with_the_reason() {
+    refused(
+        &["write-bw", "--mtu", "100"],
+        "--mtu must be within 576..=9000",
+    );
+    refused(
+        &["write-bw", "--loss", "0.9"],
+        "--loss must be a probability within 0..=0.5",
+    );
+    refused(
+        &["write-bw", "-D", "0"],
+        "--duration must be a positive number",
+    );
+    refused(&["write-bw", "-n", "0"], "--iters must be at least 1");
+    refused(&["write-bw", "-t", "0"], "tx depth");
+    refused(&["write-lat", "-s", "0"], "needs a size of at least 1");
+}
