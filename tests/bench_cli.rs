@@ -362,3 +362,34 @@ fn bad_values_are_refused_with_the_reason() {
     refused(&["write-bw", "-t", "0"], "tx depth");
     refused(&["write-lat", "-s", "0"], "needs a size of at least 1");
 }
+
+/// A deployment this machine cannot run is refused before DPDK starts, at the field at
+/// fault (an interface that does not exist, an lcore the process may not use).
+#[cfg(feature = "dpdk")]
+#[test]
+fn deployments_are_checked_against_the_machine_first() {
+    let cfg = tmp("nope.toml");
+    std::fs::write(
+        &cfg,
+        "[[ports]]\nname = \"p0\"\ndriver = \"af_packet\"\niface = \"iw-no-such0\"\n\
+         ipv4 = \"10.99.0.1/24\"\n\n[[lcores]]\nid = 1000\nports = [\"p0\"]\n",
+    )
+    .unwrap();
+    let path = cfg.to_str().unwrap();
+    let o = iwarp(&["bench", "write-bw", "--config", path, "--peer", "10.99.0.2"]);
+    let t = text(&o);
+    assert_eq!(o.status.code(), Some(2), "{t}");
+    assert!(
+        t.contains(&format!(
+            "{path}:4:1: ports[0].iface: no network interface \"iw-no-such0\""
+        )),
+        "{t}"
+    );
+    assert!(
+        t.contains(&format!(
+            "{path}:8:1: lcores[0].id: lcore 1000 is not a CPU"
+        )),
+        "{t}"
+    );
+    assert!(!t.contains("EAL"), "EAL must not have started:\n{t}");
+}

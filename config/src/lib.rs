@@ -26,12 +26,14 @@ use std::fmt;
 use std::path::Path;
 
 mod eal;
+mod host;
 mod schema;
 mod spans;
 mod validate;
 mod value;
 
 pub use eal::device_names;
+pub use host::{Host, System};
 pub use schema::{
     Bench, BenchTest, Config, Control, Driver, Eal, Lcore, Limits, Listener, MemifRole, Mpa,
     MpaDialect, MpaOverrides, Port, Qp, RtrType, Tcp, DEFAULT_STARTUP_OCTETS, ENHANCED_DATA_LEN,
@@ -68,6 +70,8 @@ pub enum ErrorKind {
     Schema,
     /// A value that fits the schema but breaks a rule (ranges, cross references).
     Semantic,
+    /// A deployment this machine cannot run ([`load_on`]).
+    Host,
 }
 
 /// One problem, located in the file.
@@ -157,8 +161,35 @@ pub fn load(path: &Path) -> Result<Config, ConfigError> {
     from_str(&text, &origin)
 }
 
+/// Like [`load`], then checks the deployment against `host`, the machine it is to run on
+/// ([`System`]: this one): interfaces, lcores, hugepages, PCI devices and memif socket
+/// directories, each problem at its field. Touches no device.
+pub fn load_on(path: &Path, host: &dyn Host) -> Result<Config, ConfigError> {
+    let origin = path.display().to_string();
+    let text = std::fs::read_to_string(path).map_err(|e| {
+        ConfigError::one(Diagnostic {
+            kind: ErrorKind::Io,
+            origin: origin.clone(),
+            line: 0,
+            column: 0,
+            field: String::new(),
+            message: format!("cannot read the file: {e}"),
+        })
+    })?;
+    parse(&text, &origin, Some(host))
+}
+
+/// Like [`from_str`], then checks the deployment against `host` (see [`load_on`]).
+pub fn from_str_on(text: &str, origin: &str, host: &dyn Host) -> Result<Config, ConfigError> {
+    parse(text, origin, Some(host))
+}
+
 /// Parses and validates deployment text; `origin` (a file name) starts every diagnostic.
 pub fn from_str(text: &str, origin: &str) -> Result<Config, ConfigError> {
+    parse(text, origin, None)
+}
+
+fn parse(text: &str, origin: &str, host: Option<&dyn Host>) -> Result<Config, ConfigError> {
     let at = |kind, offset: usize, field: String, message: String| {
         let (line, column) = line_col(text, offset);
         Diagnostic {
@@ -207,6 +238,11 @@ pub fn from_str(text: &str, origin: &str) -> Result<Config, ConfigError> {
         ConfigError::one(at(ErrorKind::Schema, offset, field, message))
     })?;
     let problems = validate::validate(&config);
+    // The machine is asked only about a deployment that is right in itself.
+    let (kind, problems) = match host {
+        Some(h) if problems.is_empty() => (ErrorKind::Host, host::check(&config, h)),
+        _ => (ErrorKind::Semantic, problems),
+    };
     if problems.is_empty() {
         return Ok(config);
     }
@@ -214,7 +250,7 @@ pub fn from_str(text: &str, origin: &str) -> Result<Config, ConfigError> {
         .into_iter()
         .map(|(path, message)| {
             let offset = index.lookup(&path).map_or(0, |n| n.start());
-            (offset, at(ErrorKind::Semantic, offset, path, message))
+            (offset, at(kind, offset, path, message))
         })
         .collect();
     diagnostics.sort_by_key(|(offset, _)| *offset);

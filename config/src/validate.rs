@@ -131,7 +131,7 @@ fn range<T: PartialOrd + std::fmt::Display>(path: &str, v: T, lo: T, hi: T, p: &
 }
 
 /// Parses an EAL core list: `0-3,8,10-11`.
-fn parse_core_list(s: &str) -> Result<Vec<u32>, String> {
+pub(crate) fn parse_core_list(s: &str) -> Result<Vec<u32>, String> {
     let bad = || format!("invalid core list {s:?}: expected ids and ranges such as \"0-2,4\"");
     let mut ids = Vec::new();
     for part in s.split(',') {

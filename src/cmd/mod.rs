@@ -11,9 +11,15 @@ use std::net::{Ipv4Addr, SocketAddrV4};
 use std::path::Path;
 use std::time::Duration;
 
-/// The deployment file at `path`, validated.
+/// The deployment file at `path`, validated, and (in a build that can run it, with DPDK)
+/// checked against this machine before anything starts: each problem at its field.
 pub fn load_config(path: &Path) -> Result<appconfig::Config, String> {
-    appconfig::load(path).map_err(|e| e.to_string())
+    if cfg!(feature = "dpdk") {
+        appconfig::load_on(path, &appconfig::System)
+    } else {
+        appconfig::load(path)
+    }
+    .map_err(|e| e.to_string())
 }
 
 /// `ADDR` or `ADDR:PORT` (`default_port` when left out).
