@@ -9,6 +9,7 @@
 //! * [`mpa`]: the MPA policy of every app and the one way the command line changes it.
 //! * [`deploy`]: config-file deployments: a node on a DPDK port (`iwarp serve`,
 //!   `iwarp bench --config`).
+//! * [`metrics`]: the counters of a deployment for Prometheus (`iwarp serve`).
 //! * [`report`]: the result reporting of `iwarp bench`, a perftest-like RDMA benchmark:
 //!   bandwidth and latency meters, perftest 4.5's text layout, JSON, HdrHistogram
 //!   percentile files (`--hgrm`) and a terminal progress line.
@@ -19,6 +20,7 @@
 pub mod bench;
 pub mod deploy;
 pub mod driver;
+pub mod metrics;
 pub mod mpa;
 pub mod perftest;
 pub mod report;

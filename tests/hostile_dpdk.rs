@@ -132,8 +132,8 @@ mod dpdk {
         let server_cfg = write(
             "server.toml",
             format!(
-                "{}[[lcores]]\nid = 1\nports = [\"p0\"]\n\n[control]\nlcore = 0\n\n\
-                 [[listeners]]\ntcp_port = 18515\nport_name = \"p0\"\n\n{LIMITS}{MPA}",
+                "{}[[lcores]]\nid = 1\nports = [\"p0\"]\n\n[control]\nlcore = 0\n\
+                 metrics = \"127.0.0.1:9464\"\n\n[[listeners]]\ntcp_port = 18515\nport_name = \"p0\"\n\n{LIMITS}{MPA}",
                 port("hs0", "02:00:00:cc:00:01", SERVER)
             ),
         );
@@ -195,6 +195,22 @@ mod dpdk {
         let f = json_of(&out);
         eprintln!("SYN flood: {f}");
         assert_eq!(f["sent"], 20000);
+        // The exporter saw it: scraped during the run, from the server's namespace.
+        std::thread::sleep(Duration::from_millis(300));
+        let (ok, out) =
+            attack(&ns, &["scrape", "127.0.0.1", "9464"]).finish(Duration::from_secs(10));
+        assert!(ok, "{out}");
+        let m = json_of(&out);
+        assert_eq!(m["status"], "HTTP/1.1 200 OK", "{m}");
+        let sample = |name: &str| {
+            m["samples"][name]
+                .as_u64()
+                .unwrap_or_else(|| panic!("no {name}: {m}"))
+        };
+        assert!(sample("iwarp_tcp_syn_cookies_sent_total") > 1000, "{m}");
+        assert!(sample("iwarp_port_rx_frames_total") > 20000, "{m}");
+        assert_eq!(sample("iwarp_sessions_finished_total"), 1, "{m}");
+        assert_eq!(sample("iwarp_sessions_failed_total"), 0, "{m}");
 
         // 2. 10,000 connections that stall: a third after the handshake, a third after half
         // a Request, a third after the Request. Each must be ended by the server within

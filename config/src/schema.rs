@@ -254,6 +254,11 @@ pub struct Control {
     /// How long to wait for every dataplane lcore to report ready. Default `"5s"`; 1ms..=10m.
     #[serde(default = "default_ready_timeout")]
     pub ready_timeout: Millis,
+    /// Where `iwarp serve` answers `GET /metrics` (Prometheus text format) with its port,
+    /// TCP, MPA and session counters: an `"ADDR:PORT"` on a kernel socket, e.g.
+    /// `"127.0.0.1:9464"`. Default: none (no exporter).
+    #[serde(default)]
+    pub metrics: Option<std::net::SocketAddr>,
 }
 
 impl Default for Control {
@@ -263,6 +268,7 @@ impl Default for Control {
             cpu: None,
             link_timeout: default_link_timeout(),
             ready_timeout: default_ready_timeout(),
+            metrics: None,
         }
     }
 }

@@ -28,9 +28,10 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use crossbeam::channel::{self, Receiver, RecvTimeoutError, TryRecvError, TrySendError};
-pub use dataplane::lcore::{AlignmentStats, Core, CoreConfig};
+pub use dataplane::lcore::{AlignmentStats, Core, CoreConfig, CoreGauges, CoreStats};
 pub use dataplane::limits::Limits;
 use dataplane::port::Port;
+pub use dataplane::port::PortStats;
 pub use dataplane::rings::{ConnId, QpRingState, Terminates};
 use dataplane::rings::{CqRing, QpRings};
 pub use proto::qp::{

@@ -9,7 +9,11 @@ use std::time::Instant;
 use clap::Args;
 use control::verbs::{Core, ResponderConfig};
 use iwarp::bench::server::{Budget, Server};
+use iwarp::metrics::{Metrics, SessionCounters, Snapshot};
 use iwarp::mpa;
+
+/// How often the counters the exporter serves are refreshed.
+const METRICS_EVERY: std::time::Duration = std::time::Duration::from_millis(200);
 
 use super::load_config;
 
@@ -68,7 +72,23 @@ pub fn run(a: ServeArgs) -> Result<bool, String> {
     let count = a.count;
     let memif = cfg.ports[port].driver == appconfig::Driver::Memif;
     let budget = Budget::from_limits(&cfg.limits);
+    let metrics_addr = cfg.control.metrics;
     node.run(move |dev, mut core| -> Result<bool, String> {
+        // The exporter answers from snapshots this thread takes: a scrape never stalls
+        // the core.
+        let metrics = match metrics_addr {
+            Some(addr) => {
+                let m = Metrics::new(&pname);
+                let (bound, _thread) = m
+                    .serve(addr)
+                    .map_err(|e| format!("control.metrics: cannot listen on {addr}: {e}"))?;
+                println!("metrics on http://{bound}/metrics");
+                Some(m)
+            }
+            None => None,
+        };
+        let mut published = Instant::now();
+        let mut sessions = SessionCounters::default();
         let mut ls = Vec::new();
         for (tcp_port, rc) in listeners {
             let l = dev
@@ -82,9 +102,23 @@ pub fn run(a: ServeArgs) -> Result<bool, String> {
         let mut ok = true;
         let mut n = 0u64;
         let mut rejected = 0u64;
+        let snapshot = |core: &Core, server: &Server, sessions: &mut SessionCounters| {
+            let (admitted, rejected) = server.admissions();
+            sessions.admitted = admitted;
+            sessions.rejected = rejected;
+            sessions.active = server.active() as u64;
+            sessions.memory_octets = server.memory_in_use();
+            Snapshot::of(core, *sessions)
+        };
         while count.is_none_or(|c| n < c) {
             core.poll();
             server.step();
+            if let Some(m) = &metrics {
+                if published.elapsed() >= METRICS_EVERY {
+                    m.publish(snapshot(&core, &server, &mut sessions));
+                    published = Instant::now();
+                }
+            }
             while let Some((peer, why)) = server.last_rejections.pop_front() {
                 rejected += 1;
                 println!("rejected {peer}: {why}");
@@ -94,6 +128,7 @@ pub fn run(a: ServeArgs) -> Result<bool, String> {
                 continue;
             };
             n += 1;
+            sessions.finished += 1;
             match &s.result {
                 Ok(r) => {
                     println!(
@@ -105,10 +140,12 @@ pub fn run(a: ServeArgs) -> Result<bool, String> {
                         r.errors
                     );
                     ok &= r.errors == 0;
+                    sessions.failed += u64::from(r.errors > 0);
                 }
                 Err(e) => {
                     println!("session {n} from {} failed: {e}", s.peer);
                     ok = false;
+                    sessions.failed += 1;
                 }
             }
             let _ = std::io::stdout().flush();
@@ -127,6 +164,10 @@ pub fn run(a: ServeArgs) -> Result<bool, String> {
             server.step();
         }
         print_end(&core, &server, &pname, rejected);
+        if let Some(m) = &metrics {
+            m.publish(snapshot(&core, &server, &mut sessions));
+            m.stop();
+        }
         Ok(ok)
     })
     .map_err(|e| e.to_string())?

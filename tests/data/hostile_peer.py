@@ -158,6 +158,25 @@ def slow(dst: str, port: int, request: bytes) -> dict:
     return {"sent": sent, "of": len(request), "ended_after": time.monotonic() - start}
 
 
+def scrape(host: str, port: int) -> dict:
+    """GET /metrics from iwarp serve's exporter: the samples as {name: value}."""
+    with socket.create_connection((host, port), timeout=5) as s:
+        s.sendall(b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n")
+        data = b""
+        while True:
+            chunk = s.recv(65536)
+            if not chunk:
+                break
+            data += chunk
+    head, _, body = data.partition(b"\r\n\r\n")
+    samples = {}
+    for line in body.decode().splitlines():
+        if line and not line.startswith("#"):
+            name, value = line.rsplit(" ", 1)
+            samples[name.split("{")[0]] = int(value)
+    return {"status": head.split(b"\r\n")[0].decode(), "samples": samples}
+
+
 def main() -> None:
     # Room for 10,000 sockets: raise the soft limit to the hard one (raising the hard
     # limit needs a privilege a container may not have).
@@ -175,6 +194,8 @@ def main() -> None:
         out = stall(args[0], int(args[1]), int(args[2]), float(args[3]), bytes.fromhex(args[4]))
     elif cmd == "slow":
         out = slow(args[0], int(args[1]), bytes.fromhex(args[2]))
+    elif cmd == "scrape":
+        out = scrape(args[0], int(args[1]))
     else:
         raise SystemExit(f"unknown command {cmd}")
     print(json.dumps(out), flush=True)
