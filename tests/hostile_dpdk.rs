@@ -211,6 +211,9 @@ mod dpdk {
         assert!(sample("iwarp_port_rx_frames_total") > 20000, "{m}");
         assert_eq!(sample("iwarp_sessions_finished_total"), 1, "{m}");
         assert_eq!(sample("iwarp_sessions_failed_total"), 0, "{m}");
+        // And a status line on demand.
+        super::procs::run("kill", &["-USR1", &pid.to_string()]);
+        srv.expect_line("status: ", Duration::from_secs(5));
 
         // 2. 10,000 connections that stall: a third after the handshake, a third after half
         // a Request, a third after the Request. Each must be ended by the server within

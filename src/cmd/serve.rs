@@ -4,6 +4,8 @@
 use std::io::Write;
 use std::net::Ipv4Addr;
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 use std::time::Instant;
 
 use clap::Args;
@@ -89,6 +91,10 @@ pub fn run(a: ServeArgs) -> Result<bool, String> {
         };
         let mut published = Instant::now();
         let mut sessions = SessionCounters::default();
+        // `kill -USR1 PID`: a status line now.
+        let status = Arc::new(AtomicBool::new(false));
+        signal_hook::flag::register(signal_hook::consts::SIGUSR1, status.clone())
+            .map_err(|e| format!("cannot catch SIGUSR1: {e}"))?;
         let mut ls = Vec::new();
         for (tcp_port, rc) in listeners {
             let l = dev
@@ -113,6 +119,9 @@ pub fn run(a: ServeArgs) -> Result<bool, String> {
         while count.is_none_or(|c| n < c) {
             core.poll();
             server.step();
+            if status.swap(false, Ordering::Relaxed) {
+                print_status(&core, &server, &sessions);
+            }
             if let Some(m) = &metrics {
                 if published.elapsed() >= METRICS_EVERY {
                     m.publish(snapshot(&core, &server, &mut sessions));
@@ -202,6 +211,29 @@ fn print_setup(core: &Core, pname: &str, budget: &Budget) {
         budget.pending_per_peer,
         budget.session >> 20,
         budget.total >> 20
+    );
+    let _ = std::io::stdout().flush();
+}
+
+/// One line on demand (SIGUSR1): sessions and connections now.
+fn print_status(core: &Core, server: &Server, s: &SessionCounters) {
+    let g = core.gauges();
+    let (admitted, rejected) = server.admissions();
+    let p = core.port_stats();
+    println!(
+        "status: {} sessions running ({} MiB), {} finished ({} failed), {admitted} admitted, \
+         {rejected} rejected; {} connections ({} half-open, {} starting, {} in TIME-WAIT); \
+         rx {} frames, tx {} frames",
+        server.active(),
+        server.memory_in_use() >> 20,
+        s.finished,
+        s.failed,
+        g.connections,
+        g.half_open,
+        g.startup,
+        g.time_wait,
+        p.rx_frames,
+        p.tx_frames
     );
     let _ = std::io::stdout().flush();
 }
