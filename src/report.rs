@@ -1040,6 +1040,17 @@ impl Progress {
 
     /// As [`Progress::update`], with the caller's clock reading.
     pub fn update_at(&mut self, done: u64, now: Instant) {
+        self.update_with_at(done, now, String::new);
+    }
+
+    /// As [`Progress::update`], with `detail` (the current bandwidth or latency, the
+    /// retransmissions) after the count; `detail` is asked for only when the line is drawn.
+    pub fn update_with(&mut self, done: u64, detail: impl FnOnce() -> String) {
+        self.update_with_at(done, Instant::now(), detail);
+    }
+
+    /// As [`Progress::update_with`], with the caller's clock reading.
+    pub fn update_with_at(&mut self, done: u64, now: Instant, detail: impl FnOnce() -> String) {
         if self.out.is_none() {
             return;
         }
@@ -1053,7 +1064,12 @@ impl Progress {
             }
         }
         self.last_draw = Some(now);
-        let line = progress_line(self.total, done, elapsed);
+        let mut line = progress_line(self.total, done, elapsed);
+        let detail = detail();
+        if !detail.is_empty() {
+            line.push_str("  ");
+            line.push_str(&detail);
+        }
         if let Some(out) = self.out.as_mut() {
             // A failing stderr is not worth failing a benchmark for.
             let _ = write!(out, "\r{line}\x1b[K");
@@ -1080,7 +1096,8 @@ impl Drop for Progress {
     }
 }
 
-/// The text of one progress line (no `\r`, no newline): percent, count, rate, ETA.
+/// The text of one progress line (no `\r`, no newline): percent, elapsed seconds, count,
+/// rate, ETA.
 pub fn progress_line(total: ProgressTotal, done: u64, elapsed: Duration) -> String {
     let secs = elapsed.as_secs_f64();
     let rate = if secs > 0.0 { done as f64 / secs } else { 0.0 };
@@ -1102,7 +1119,11 @@ pub fn progress_line(total: ProgressTotal, done: u64, elapsed: Duration) -> Stri
         Some(e) => format_eta(e),
         None => "?".to_string(),
     };
-    format!("{pct:5.1}%  {done} msgs  {}  ETA {eta}", format_rate(rate))
+    format!(
+        "{pct:5.1}%  {:.1} s  {done} msgs  {}  ETA {eta}",
+        secs,
+        format_rate(rate)
+    )
 }
 
 fn format_rate(per_s: f64) -> String {

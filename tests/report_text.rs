@@ -257,12 +257,20 @@ fn progress_draws_late_and_rarely_then_clears() {
     p.update_at(100, ms(1999));
     assert_eq!(out.take(), "", "nothing in the first 2 s");
     p.update_at(200, ms(2000));
-    assert_eq!(out.take(), "\r 20.0%  200 msgs  100 msg/s  ETA 8s\x1b[K");
+    assert_eq!(
+        out.take(),
+        "\r 20.0%  2.0 s  200 msgs  100 msg/s  ETA 8s\x1b[K"
+    );
     p.update_at(210, ms(2100));
     p.update_at(240, ms(2249));
     assert_eq!(out.take(), "", "at most 4 draws a second");
     p.update_at(250, ms(2250));
-    assert!(out.take().starts_with("\r 25.0%  250 msgs"));
+    assert!(out.take().starts_with("\r 25.0%  2.2 s  250 msgs"));
+    p.update_with_at(300, ms(2500), || "12.50 MiB/s  0 retransmitted".into());
+    assert_eq!(
+        out.take(),
+        "\r 30.0%  2.5 s  300 msgs  120 msg/s  ETA 6s  12.50 MiB/s  0 retransmitted\x1b[K"
+    );
     p.finish();
     assert_eq!(out.take(), "\r\x1b[K");
     p.finish();

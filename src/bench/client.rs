@@ -527,10 +527,13 @@ fn bw(
             }
         }
         if let Some(p) = prog.as_mut() {
-            match o.length {
-                Length::Iterations(_) => p.update(completed),
-                Length::Duration(_) => p.update(start.elapsed().as_millis() as u64),
-            }
+            let core = c.ep.core();
+            p.update_with(completed, || {
+                let secs = start.elapsed().as_secs_f64().max(1e-9);
+                let mib = completed as f64 * size as f64 / secs / crate::report::MIB;
+                let rtx = core.map_or(0, |k| k.alignment().retransmitted_octets);
+                format!("{mib:.2} MiB/s  {rtx} octets retransmitted")
+            });
         }
     }
     if let Some(p) = prog.as_mut() {
@@ -563,7 +566,6 @@ struct LatRun {
     deadline: Option<Instant>,
     meter: LatMeter,
     prog: Option<Progress>,
-    start: Instant,
 }
 
 impl LatRun {
@@ -579,7 +581,6 @@ impl LatRun {
             },
             meter: LatMeter::new(size as u64),
             prog: progress(o),
-            start: Instant::now(),
         }
     }
 
@@ -587,13 +588,18 @@ impl LatRun {
         i < self.iters && self.deadline.is_none_or(|d| Instant::now() < d)
     }
 
-    fn record(&mut self, o: &BenchOptions, i: u64, latency: Duration) {
+    /// One round trip's latency; `core` shows the retransmissions on the progress line.
+    fn record(&mut self, i: u64, latency: Duration, core: Option<&Core>) {
         self.meter.record(latency);
+        let meter = &self.meter;
         if let Some(p) = self.prog.as_mut() {
-            match o.length {
-                Length::Iterations(_) => p.update(i),
-                Length::Duration(_) => p.update(self.start.elapsed().as_millis() as u64),
-            }
+            p.update_with(i, || {
+                let rtx = core.map_or(0, |k| k.alignment().retransmitted_octets);
+                format!(
+                    "median {:.2} us  {rtx} octets retransmitted",
+                    meter.sample().t_typical
+                )
+            });
         }
     }
 
@@ -659,7 +665,7 @@ fn write_lat(
         wait_answer(c, "waiting for the pong", |_| {
             sink.load_u8_acquire(size - 1) == Some(k)
         })?;
-        run.record(o, i + 1, t0.elapsed() / 2);
+        run.record(i + 1, t0.elapsed() / 2, c.ep.core());
         if o.verify {
             let got = read(sink, 0, size - 1)?;
             c.errors += verify::mismatches(&got, verify::pong(i));
@@ -708,7 +714,7 @@ fn read_lat(
                     .any(|d| d.wr_id == i && d.opcode == WcOpcode::Read);
             got
         })?;
-        run.record(o, i + 1, t0.elapsed());
+        run.record(i + 1, t0.elapsed(), c.ep.core());
         if o.verify {
             let b = read(&sink, 0, size)?;
             c.errors += verify::mismatches_region(&b, from);
@@ -758,7 +764,7 @@ fn send_lat(
             }
             pong.is_some()
         })?;
-        run.record(o, i + 1, t0.elapsed() / 2);
+        run.record(i + 1, t0.elapsed() / 2, c.ep.core());
         if o.verify {
             let p = pong.expect("found above");
             if p.byte_len as usize != size {

@@ -259,7 +259,8 @@ fn options(a: &BenchArgs) -> Result<BenchOptions, String> {
         mpa: a.mpa.applied(&mpa::bench_default()),
         faults: faults(a),
         verify: a.verify,
-        progress: !a.json && a.output.is_none(),
+        // On stderr, and only when it is a terminal: never in stdout's JSON or figures.
+        progress: true,
         post_list: a.post_list,
         intervals,
     })
