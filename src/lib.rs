@@ -10,6 +10,7 @@
 //! * [`deploy`]: config-file deployments: a node on a DPDK port (`iwarp serve`,
 //!   `iwarp bench --config`).
 //! * [`metrics`]: the counters of a deployment for Prometheus (`iwarp serve`).
+//! * [`plot`]: SVG charts of results (`--plot`, `iwarp report compare --plot`).
 //! * [`report`]: the result reporting of `iwarp bench`, a perftest-like RDMA benchmark:
 //!   bandwidth and latency meters, perftest 4.5's text layout, JSON, HdrHistogram
 //!   percentile files (`--hgrm`) and a terminal progress line.
@@ -23,5 +24,6 @@ pub mod driver;
 pub mod metrics;
 pub mod mpa;
 pub mod perftest;
+pub mod plot;
 pub mod report;
 pub mod rping;

@@ -8,6 +8,7 @@
 //!   frame, FPDUs with CRC and marker checks, DDP/RDMAP headers), or every iWARP connection
 //!   of a pcap capture (`--pcap`).
 //! * `iwarp rping`: rdma-core's rping, client or server (see [`iwarp::rping`]).
+//! * `iwarp report compare A.json B.json`: two bench reports side by side, with ratios.
 #![forbid(unsafe_code)]
 
 mod cmd;
@@ -38,6 +39,8 @@ enum Command {
     Decode(cmd::decode::DecodeArgs),
     /// rdma-core's rping (client -c or server -s), wire-compatible with the real tool.
     Rping(cmd::rping::RpingArgs),
+    /// Work with reports of `iwarp bench --json`: compare two runs (and draw them).
+    Report(cmd::report::ReportArgs),
 }
 
 fn main() -> ExitCode {
@@ -46,6 +49,7 @@ fn main() -> ExitCode {
         Command::Bench(a) => cmd::bench::run(*a),
         Command::Serve(a) => cmd::serve::run(a),
         Command::Rping(a) => cmd::rping::run(a),
+        Command::Report(a) => cmd::report::run(a),
     };
     match result {
         Ok(true) => ExitCode::SUCCESS,

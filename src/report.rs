@@ -1235,14 +1235,14 @@ mod tests {
     #[test]
     fn progress_line_text() {
         let l = progress_line(ProgressTotal::Iterations(1000), 250, Duration::from_secs(5));
-        assert_eq!(l, " 25.0%  250 msgs  50 msg/s  ETA 15s");
+        assert_eq!(l, " 25.0%  5.0 s  250 msgs  50 msg/s  ETA 15s");
         let l = progress_line(
             ProgressTotal::Duration(Duration::from_secs(100)),
             50_000_000,
             Duration::from_secs(10),
         );
-        assert_eq!(l, " 10.0%  50000000 msgs  5.00 Mmsg/s  ETA 1m30s");
+        assert_eq!(l, " 10.0%  10.0 s  50000000 msgs  5.00 Mmsg/s  ETA 1m30s");
         let l = progress_line(ProgressTotal::Iterations(10), 0, Duration::ZERO);
-        assert_eq!(l, "  0.0%  0 msgs  0 msg/s  ETA ?");
+        assert_eq!(l, "  0.0%  0.0 s  0 msgs  0 msg/s  ETA ?");
     }
 }

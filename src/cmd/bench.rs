@@ -84,6 +84,11 @@ pub struct BenchArgs {
     /// (`lat-8.hgrm`).
     #[arg(long, value_name = "FILE")]
     pub hgrm: Option<PathBuf>,
+    /// Draw the results into FILE (SVG): the latency percentile distribution of each size
+    /// (latency tests), bandwidth and message rate by size (bandwidth tests), or the
+    /// bandwidth of each interval (--interval, --run-infinitely).
+    #[arg(long, value_name = "FILE.svg")]
+    pub plot: Option<PathBuf>,
     /// Work requests posted per doorbell by the bandwidth tests (perftest's post list).
     #[arg(short = 'l', long, value_name = "N", default_value_t = 1)]
     pub post_list: usize,
@@ -354,6 +359,9 @@ pub fn finish_report(a: &BenchArgs, r: &mut Report) -> bool {
 
 fn print(a: &BenchArgs, out: &BenchOutcome) -> Result<(), String> {
     print_report(a, &out.report);
+    if let Some(path) = &a.plot {
+        plot(path, &out.report, &out.histograms)?;
+    }
     if let Some(path) = &a.hgrm {
         for (p, h) in hgrm_paths(path, &out.histograms) {
             let mut f = std::fs::File::create(&p).map_err(|e| format!("{}: {e}", p.display()))?;
@@ -393,6 +401,64 @@ pub fn print_report(a: &BenchArgs, report: &Report) {
     } else {
         print!("{}", iwarp::report::to_text(report));
     }
+}
+
+/// The chart of a run (see `--plot`): `histograms` are its latency sizes'.
+pub fn plot(
+    path: &std::path::Path,
+    r: &Report,
+    histograms: &[(usize, hdrhistogram::Histogram<u64>)],
+) -> Result<(), String> {
+    let title = format!("{} ({}, {})", r.test, r.params.mpa, r.params.link);
+    let at = |e: String| format!("{}: {e}", path.display());
+    if !histograms.is_empty() {
+        // A sweep draws at most eight of its sizes, spread over it.
+        let series: Vec<(String, &hdrhistogram::Histogram<u64>)> =
+            iwarp::plot::spread(&histograms.iter().collect::<Vec<_>>(), 8)
+                .into_iter()
+                .map(|(size, h)| (format!("{size} octets"), h))
+                .collect();
+        return iwarp::plot::latency_percentiles(path, &format!("{title} latency"), &series)
+            .map_err(at);
+    }
+    if !r.intervals.is_empty() {
+        let pts = r.intervals.iter().map(|i| (i.end_s, i.avg_mib_s)).collect();
+        return iwarp::plot::over_time(
+            path,
+            &format!("{title} bandwidth per interval"),
+            "bandwidth [MiB/sec]",
+            &[(format!("{} octets", r.params.size), pts)],
+        )
+        .map_err(at);
+    }
+    let (bw, rate) = bw_points(r);
+    iwarp::plot::by_size(
+        path,
+        &[
+            iwarp::plot::Panel {
+                title: &format!("{title} bandwidth"),
+                y_desc: "average bandwidth [MiB/sec]",
+                series: &[("this run".into(), bw)],
+            },
+            iwarp::plot::Panel {
+                title: "message rate",
+                y_desc: "message rate [Mpps]",
+                series: &[("this run".into(), rate)],
+            },
+        ],
+    )
+    .map_err(at)
+}
+
+/// Average bandwidth and message rate by size, of a bandwidth report.
+pub fn bw_points(r: &Report) -> (iwarp::plot::BySize, iwarp::plot::BySize) {
+    r.samples
+        .iter()
+        .filter_map(|s| match s {
+            Sample::Bw(b) => Some(((b.bytes, b.avg_mib_s), (b.bytes, b.msg_rate_mpps))),
+            Sample::Lat(_) => None,
+        })
+        .unzip()
 }
 
 /// Where each size's histogram goes: `path` itself for one size, else `path` with the

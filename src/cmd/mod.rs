@@ -4,6 +4,7 @@
 pub mod bench;
 pub mod decode;
 pub mod perftest;
+pub mod report;
 pub mod rping;
 pub mod serve;
 

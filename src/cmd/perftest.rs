@@ -149,6 +149,9 @@ pub fn run(a: &BenchArgs) -> Result<bool, String> {
     let mut out = r.map_err(|e| e.to_string())?;
     let passed = super::bench::finish_report(a, &mut out.report);
     print(a, &out, server);
+    if let Some(path) = &a.plot {
+        super::bench::plot(path, &out.report, &[])?;
+    }
     Ok(passed)
 }
 
