@@ -35,7 +35,7 @@ pass() { echo "PASS $1"; NPASS=$((NPASS + 1)); }
 fail() { echo "FAIL $1${2:+: $2}"; FAILED+=("$1"); }
 
 cleanup() {
-    G 'pkill -x rping; pkill -x tcpdump; pkill -x ib_write_bw; pkill -x ib_read_bw; pkill -x ib_send_bw' >/dev/null 2>&1 || true
+    G 'pkill -x rping; pkill -x tcpdump; pkill -x ib_write_bw; pkill -x ib_read_bw; pkill -x ib_send_bw; pkill -x ib_write_lat; pkill -x ib_read_lat; pkill -x ib_send_lat' >/dev/null 2>&1 || true
     if [ "${KEEP_PEER:-0}" != 1 ]; then "$PEER/down.sh" || true; fi
 }
 trap cleanup EXIT
@@ -117,7 +117,7 @@ fi
 # ------------------------------------------------------------------ 2. perftest -R
 # The #iterations column of both sides' result line must match -n.
 # (pkill -x, not -f: a -f pattern would match the remote shell running it.)
-PT_KILL='pkill -x ib_write_bw; pkill -x ib_read_bw; pkill -x ib_send_bw'
+PT_KILL='pkill -x ib_write_bw; pkill -x ib_read_bw; pkill -x ib_send_bw; pkill -x ib_write_lat; pkill -x ib_read_lat; pkill -x ib_send_lat'
 PT_ARGS="-s 4096 -n 1000"
 iters_of() { awk '/#bytes/ { getline; print $2; exit }' "$1"; }
 if want perftest; then
@@ -148,6 +148,54 @@ if want perftest; then
         if [ $rc = 0 ] && [ $crc = 0 ] && [ "$a" = 1000 ] && [ "$b" = 1000 ]; then pass "$name (ours $a, siw $b)"; else
             fail "$name" "rc $rc/$crc, ours '$a', siw '$b': $(tail -1 "$LOG/$name.ours")"; fi
     done
+    # The latency tests: ping-pongs (write_lat: the server writes first; send_lat: the
+    # client sends first) and read_lat (the client reads; its server prints nothing).
+    # Both sides' #iterations must be -n and our t_min must be a positive latency.
+    PT_LAT="-s 64 -n 1000"
+    lat_ok() { awk '/#bytes/ { getline; exit !($2 == 1000 && $3 > 0) }' "$1"; }
+    for t in write read send; do
+        name="perftest-client-$t-lat"
+        G "$PT_KILL; rm -f /tmp/pt.log; (setsid nohup ib_${t}_lat -R -d siw0 -F $PT_LAT > /tmp/pt.log 2>&1 &)" >/dev/null 2>&1
+        sleep 3
+        timeout 120 ip netns exec "$NETNS" "$IWARP" bench "$t-lat" --perftest --config "$CFG" \
+            --peer 10.77.0.2 $PT_LAT >"$LOG/$name.ours" 2>&1
+        rc=$?
+        sleep 2
+        G 'cat /tmp/pt.log' >"$LOG/$name.siw" 2>&1
+        # siw's read_lat server prints no figures.
+        if [ $rc = 0 ] && lat_ok "$LOG/$name.ours" && { [ $t = read ] || lat_ok "$LOG/$name.siw"; }; then
+            pass "$name ($(awk '/#bytes/ { getline; print "t_typical " $5 " usec"; exit }' "$LOG/$name.ours"))"; else
+            fail "$name" "rc $rc: $(tail -2 "$LOG/$name.ours" | tr '\n' ' ') siw: $(tail -2 "$LOG/$name.siw" | tr '\n' ' ')"; fi
+    done
+    for t in write read send; do
+        name="perftest-server-$t-lat"
+        # Our write_lat server may write first only after the client's RTR (RFC 5044 7.1.2
+        # rule 4): siw's client runs peer-to-peer for it.
+        if [ $t = write ]; then siw_params peer_to_peer=Y; fi
+        timeout 150 ip netns exec "$NETNS" "$IWARP" bench "$t-lat" --perftest --server --config "$CFG" \
+            $PT_LAT >"$LOG/$name.ours" 2>&1 &
+        srv=$!
+        sleep 3
+        G "timeout 120 ib_${t}_lat -R -d siw0 -F $PT_LAT 10.77.0.3" >"$LOG/$name.siw" 2>&1
+        crc=$?
+        wait $srv; rc=$?
+        siw_params ""
+        if [ $rc = 0 ] && [ $crc = 0 ] && lat_ok "$LOG/$name.siw" && { [ $t = read ] || lat_ok "$LOG/$name.ours"; }; then
+            pass "$name"; else
+            fail "$name" "rc $rc/$crc: $(tail -2 "$LOG/$name.ours" | tr '\n' ' ') siw: $(tail -2 "$LOG/$name.siw" | tr '\n' ' ')"; fi
+    done
+    # Without peer-to-peer, our write_lat server refuses the client with the reason (it
+    # could not write first) instead of waiting forever.
+    name="perftest-server-write-lat-refuses-without-rtr"
+    timeout 150 ip netns exec "$NETNS" "$IWARP" bench write-lat --perftest --server --config "$CFG" \
+        $PT_LAT >"$LOG/$name.ours" 2>&1 &
+    srv=$!
+    sleep 3
+    G "timeout 60 ib_write_lat -R -d siw0 -F $PT_LAT 10.77.0.3" >"$LOG/$name.siw" 2>&1
+    crc=$?
+    wait $srv; rc=$?
+    if [ $rc != 0 ] && [ $crc != 0 ] && grep -q "RFC 5044 7.1.2" "$LOG/$name.ours"; then pass "$name"; else
+        fail "$name" "rc $rc/$crc: $(tail -2 "$LOG/$name.ours" | tr '\n' ' ')"; fi
 fi
 
 # ------------------------------------------------------------------ 3. the raw MPA probe

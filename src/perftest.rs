@@ -1,6 +1,6 @@
-//! perftest's `-R` (rdma_cm) protocol: `iwarp bench write-bw|read-bw|send-bw --perftest`
-//! against `ib_write_bw -R`, `ib_read_bw -R` and `ib_send_bw -R` (perftest 4.5) in either
-//! role.
+//! perftest's `-R` (rdma_cm) protocol: `iwarp bench TEST --perftest` against
+//! `ib_write_bw -R`, `ib_read_bw -R`, `ib_send_bw -R`, `ib_write_lat -R`, `ib_read_lat -R`
+//! and `ib_send_lat -R` (perftest 4.5) in either role.
 //!
 //! What perftest 4.5 does with `-R`, as observed on the wire (siw ↔ siw captures decoded
 //! with `iwarp decode --pcap`) and read in its source:
@@ -37,6 +37,24 @@
 //!   both sides must be run with the same `-n` and `-s`, as with perftest itself: the
 //!   server counts `-n` receives and then prints its own measurement (peak 0).
 //!
+//! * **The latency tests** (captured siw ↔ siw, perftest 4.5): the same preamble, zero
+//!   [`Dest`]s and test connection (IRD = ORD = 0, read_lat `out_reads` = 128), then **4**
+//!   [`Dest`] exchanges naming each side's buffer; no results are exchanged, each side
+//!   prints its own figures.
+//!   - write_lat: a ping-pong of `size`-octet RDMA Writes to the peer's buffer whose last
+//!     octet counts the messages (1, 2, ... modulo 256); each side spins on the last octet
+//!     of its own buffer. **The server writes first**; then the control connection closes.
+//!     RFC 5044 7.1.2 rule 4 forbids a Responder to send before it has received the
+//!     Initiator's first FPDU (siw does it anyway), so our server needs a client that
+//!     offers peer-to-peer (RFC 6581: its RTR comes first) and refuses one that does not.
+//!   - send_lat: a ping-pong of Sends, **the client first**; both sides post their
+//!     receives before the exchange; a final [`Dest`] exchange.
+//!   - read_lat: the client Reads `size` octets from the server's buffer, one at a time;
+//!     the server serves them and waits in a final [`Dest`] exchange; it prints nothing.
+//!
+//!   perftest's latency is the time between one side's successive posts: half of it for
+//!   the ping-pongs (one way), all of it for read_lat.
+//!
 //! Both roles drive their [`Core`] themselves, like [`crate::rping`].
 
 use std::fmt;
@@ -51,7 +69,7 @@ use control::verbs::{
 
 use crate::bench::Test;
 use crate::driver::{DriverError, Endpoint};
-use crate::report::{BwMeter, BwSample, Report, ReportParams, Sample};
+use crate::report::{BwMeter, BwSample, LatMeter, LatSample, Report, ReportParams, Sample};
 
 /// perftest's TCP port.
 pub const DEFAULT_PORT: u16 = 18515;
@@ -243,26 +261,26 @@ pub enum Step {
     Results,
 }
 
-/// The control exchange of `test` (one of the bandwidth tests), in order.
+/// The [`Dest`] exchanges between the test connection and the traffic: 4 for send_bw
+/// and the latency tests, 3 for write_bw and read_bw.
+pub fn dest_exchanges(test: Test) -> usize {
+    if test == Test::SendBw || test.is_latency() {
+        4
+    } else {
+        3
+    }
+}
+
+/// The control exchange of `test`, in order.
 pub fn control_script(test: Test) -> Vec<Step> {
     use Step::*;
-    let mut s = vec![
-        Version,
-        SysData,
-        Mtu,
-        ZeroDest,
-        ConnectTest,
-        ZeroDest,
-        Dest,
-        Dest,
-        Dest,
-    ];
-    if test == Test::SendBw {
+    let mut s = vec![Version, SysData, Mtu, ZeroDest, ConnectTest, ZeroDest];
+    s.extend(std::iter::repeat_n(Dest, dest_exchanges(test)));
+    s.push(Traffic);
+    if test != Test::WriteLat {
         s.push(Dest);
     }
-    s.push(Traffic);
-    s.push(Dest);
-    if test != Test::SendBw {
+    if matches!(test, Test::WriteBw | Test::ReadBw) {
         s.push(Results);
         s.push(Dest);
     }
@@ -272,13 +290,14 @@ pub fn control_script(test: Test) -> Vec<Step> {
 /// Options of either role.
 #[derive(Debug, Clone)]
 pub struct PerftestOptions {
-    /// `WriteBw`, `ReadBw` or `SendBw`.
+    /// Any of the six tests.
     pub test: Test,
     /// Message size (`-s`), 1..=8 MiB.
     pub size: usize,
-    /// Messages (`-n`); the send_bw server counts this many receives.
+    /// Messages (`-n`); the send_bw server counts this many receives. Latency tests: the
+    /// round trips (reads).
     pub iters: u64,
-    /// Work requests in flight (`-t`).
+    /// Work requests in flight (`-t`); latency tests have one.
     pub tx_depth: usize,
     /// send_bw receive depth (`-r`); default [`DEF_RX_SEND`] or `iters` when smaller, as
     /// perftest (both sides must agree).
@@ -287,7 +306,7 @@ pub struct PerftestOptions {
     /// read; write and send ask what perftest asks unless `ird_ord` is set.
     pub initiator: InitiatorConfig,
     /// IRD/ORD the client asks for on the test connection (default: perftest's, 0 for
-    /// write and send, `initiator.ird/ord` for read).
+    /// write and send, `initiator.ird/ord` for read_bw and read_lat).
     pub ird_ord: Option<(u16, u16)>,
     /// MPA Responder settings (server).
     pub responder: ResponderConfig,
@@ -333,11 +352,15 @@ impl PerftestOptions {
 /// What a run did and what it printed.
 #[derive(Debug, Clone)]
 pub struct PerftestOutcome {
-    /// The line this side prints (client: its measurement; server: the client's for write
-    /// and read, its own for send).
-    pub sample: BwSample,
-    /// Messages this side moved or counted (client: completed; send server: received).
+    /// The line this side prints (client: its measurement; server: the client's for
+    /// write_bw and read_bw, its own for the others; none for the read_lat server, which
+    /// prints nothing, as perftest's).
+    pub sample: Option<Sample>,
+    /// Messages this side moved or counted (client: completed; send server: received;
+    /// latency: round trips or reads; the read_lat server: 0, it does not count them).
     pub messages: u64,
+    /// The latencies, in nanoseconds, of a latency test (for `--hgrm` and `--plot`).
+    pub histogram: Option<hdrhistogram::Histogram<u64>>,
     /// The peer's version string.
     pub peer_version: String,
     /// The peer's test QP [`Dest`].
@@ -382,12 +405,6 @@ impl std::error::Error for PerftestError {}
 
 /// Checks the options of either role.
 pub fn validate_options(o: &PerftestOptions) -> Result<(), PerftestError> {
-    if !matches!(o.test, Test::WriteBw | Test::ReadBw | Test::SendBw) {
-        return Err(PerftestError::Options(format!(
-            "--perftest speaks perftest's bandwidth tests (write-bw, read-bw, send-bw), not {}",
-            o.test.name()
-        )));
-    }
     if o.size == 0 || o.size > 8 << 20 {
         return Err(PerftestError::Options(format!(
             "size {} is outside 1..=8388608",
@@ -420,7 +437,11 @@ pub fn validate_options(o: &PerftestOptions) -> Result<(), PerftestError> {
 const WR_CTL_RECV: u64 = 0x1_0000;
 const WR_CTL_SEND: u64 = 0x2_0000;
 const WR_CREDIT: u64 = 0x3_0000;
+const WR_LAT_SEND: u64 = 0x4_0000;
+const WR_LAT_RECV: u64 = 0x5_0000;
 const WR_KIND: u64 = 0xf_0000;
+/// Receives each side of send_lat keeps posted.
+const LAT_RECVS: u64 = 16;
 /// Receives kept posted on the control QP.
 const CTL_RECVS: u64 = 4;
 /// Receive slot size on the control QP (perftest posts 56 octets).
@@ -603,6 +624,9 @@ struct TestQp {
     /// Credit words (send_bw): client: one word the server writes; server: the words it
     /// writes from.
     credit: Mr,
+    /// Latency tests: where in `data` what this side sends starts (the first part,
+    /// `[0, size)`, is what the peer writes, reads or what receives land in).
+    send_at: u64,
 }
 
 fn test_qp(
@@ -611,10 +635,10 @@ fn test_qp(
     o: &PerftestOptions,
     server: bool,
 ) -> Result<TestQp, PerftestError> {
-    let rx = if o.test == Test::SendBw && server {
-        o.effective_rx_depth()
-    } else {
-        0
+    let rx = match o.test {
+        Test::SendBw if server => o.effective_rx_depth(),
+        Test::SendLat => LAT_RECVS,
+        _ => 0,
     };
     let cq = dev.create_cq((o.tx_depth + rx as usize) * 2 + 64);
     let mut init = QpInit::new(&cq, &cq);
@@ -622,27 +646,54 @@ fn test_qp(
     init.max_recv_wr = rx as usize + 16;
     let qp = pd.create_qp(&init);
     let remote = Access::LOCAL_WRITE | Access::REMOTE_READ | Access::REMOTE_WRITE;
+    // Latency tests: what the peer writes (its last octet counted from 0) and, a page
+    // further, what this side sends.
+    let page = CYCLE_BUFFER as usize;
+    let send_at = if o.test.is_latency() {
+        o.size.div_ceil(page) * page
+    } else {
+        0
+    };
     let data_len = if o.test == Test::SendBw && server {
         o.size * DATA_SLOTS as usize
+    } else if o.test.is_latency() {
+        send_at * 2
     } else {
-        o.size.max(CYCLE_BUFFER as usize)
+        o.size.max(page)
     };
     let data = reg(pd, data_len, remote)?;
-    // perftest's buffers hold arbitrary data; ours a simple pattern.
-    let pattern: Vec<u8> = (0..data_len).map(|i| (i % 251) as u8).collect();
-    data.write(0, &pattern)
+    // perftest's buffers hold arbitrary data; ours a simple pattern (the latency tests'
+    // targets start at zero: their last octet counts).
+    let pattern: Vec<u8> = (0..data_len - send_at).map(|i| (i % 251) as u8).collect();
+    data.write(send_at, &pattern)
         .map_err(|e| PerftestError::Protocol(format!("filling the buffer: {e}")))?;
     let credit = reg(
         pd,
         4 * CREDIT_SLOTS as usize,
         Access::LOCAL_WRITE | Access::REMOTE_WRITE,
     )?;
-    Ok(TestQp {
+    let t = TestQp {
         qp,
         cq,
         data,
         credit,
+        send_at: send_at as u64,
+    };
+    if o.test == Test::SendLat {
+        for i in 0..LAT_RECVS {
+            post_lat_recv(&t, o, i)?;
+        }
+    }
+    Ok(t)
+}
+
+/// A send_lat receive: into the first `size` octets (the data is not checked).
+fn post_lat_recv(t: &TestQp, o: &PerftestOptions, i: u64) -> Result<(), PerftestError> {
+    t.qp.post_recv(RecvWr {
+        wr_id: WR_LAT_RECV | (i & 0xffff),
+        local: t.data.sge(0, o.size as u32),
     })
+    .map_err(|e| PerftestError::Protocol(format!("posting a receive: {e}")))
 }
 
 fn my_dest(t: &TestQp, o: &PerftestOptions, out_reads: u16, mac: [u8; 6]) -> Dest {
@@ -664,7 +715,7 @@ fn my_dest(t: &TestQp, o: &PerftestOptions, out_reads: u16, mac: [u8; 6]) -> Des
     }
 }
 
-fn report_of(o: &PerftestOptions, sample: BwSample) -> Report {
+fn report_of(o: &PerftestOptions, sample: Option<Sample>) -> Report {
     Report {
         test: o.test.verb().to_string(),
         params: ReportParams {
@@ -675,10 +726,14 @@ fn report_of(o: &PerftestOptions, sample: BwSample) -> Report {
             faults: "none".into(),
             link: o.link_label.clone(),
             report_gbits: false,
-            tx_depth: o.tx_depth as u64,
+            tx_depth: if o.test.is_latency() {
+                1
+            } else {
+                o.tx_depth as u64
+            },
             post_list: 1,
         },
-        samples: vec![Sample::Bw(sample)],
+        samples: sample.into_iter().collect(),
         verify: None,
         alignment: None,
         thresholds: None,
@@ -728,11 +783,13 @@ fn client_session(
     let peer_version = ctl.preamble()?;
     ctl.dest(&Dest::default(), "exchanging the first empty address")?;
     // Connect the test QP, retrying while the server is not listening yet.
-    let (ird, ord) = o.ird_ord.unwrap_or(if o.test == Test::ReadBw {
-        (o.initiator.ird, o.initiator.ord)
-    } else {
-        (0, 0)
-    });
+    let (ird, ord) = o
+        .ird_ord
+        .unwrap_or(if matches!(o.test, Test::ReadBw | Test::ReadLat) {
+            (o.initiator.ird, o.initiator.ord)
+        } else {
+            (0, 0)
+        });
     let mut cfg = crate::rping::with_first_fpdu_delay(&o.initiator);
     cfg.ird = ird;
     cfg.ord = ord;
@@ -742,7 +799,10 @@ fn client_session(
         let p = dev.connect(&t.qp, server, cfg.clone());
         match ctl.connected(&p, "connecting the test QP") {
             Ok(info) => break (t, info),
-            Err(PerftestError::Connect(err)) if attempt + 1 < CONNECT_RETRIES => {
+            // A rejection is an answer: only a server not listening yet is retried.
+            Err(PerftestError::Connect(err))
+                if attempt + 1 < CONNECT_RETRIES && !matches!(err, CmError::Rejected(_)) =>
+            {
                 attempt += 1;
                 let _ = err;
                 let until = Instant::now() + Duration::from_millis(100);
@@ -759,10 +819,31 @@ fn client_session(
         .map_or((0, 0), |x| (x.peer_ird, x.peer_ord));
     ctl.dest(&Dest::default(), "exchanging the second empty address")?;
     let mine = my_dest(&t, o, info.ird, mac);
-    let n_dest = if o.test == Test::SendBw { 4 } else { 3 };
+    let n_dest = dest_exchanges(o.test);
     let mut peer = Dest::default();
     for i in 0..n_dest {
         peer = ctl.dest(&mine, &format!("exchanging addresses ({}/{n_dest})", i + 1))?;
+    }
+    if o.test.is_latency() {
+        let meter = match o.test {
+            Test::ReadLat => read_lat(ctl, &t, &peer, o, info.ord)?,
+            // send_lat's client sends first, write_lat's server writes first.
+            _ => ping_pong(ctl, &t, &peer, o, o.test == Test::SendLat)?,
+        };
+        if o.test != Test::WriteLat {
+            ctl.dest(&mine, "telling the server the test is done")?;
+        }
+        return Ok((
+            lat_outcome(
+                o,
+                meter,
+                peer_version,
+                peer,
+                Some(info.clone()),
+                peer_ird_ord,
+            ),
+            Some(info),
+        ));
     }
     let sample = client_traffic(ctl, &t, &peer, o, info.ord)?;
     ctl.dest(&mine, "telling the server the test is done")?;
@@ -782,16 +863,209 @@ fn client_session(
     }
     Ok((
         PerftestOutcome {
-            sample,
+            sample: Some(Sample::Bw(sample)),
             messages: sample.iterations,
+            histogram: None,
             peer_version,
             peer_dest: peer,
             test_conn: Some(info.clone()),
             peer_ird_ord,
-            report: report_of(o, sample),
+            report: report_of(o, Some(Sample::Bw(sample))),
         },
         Some(info),
     ))
+}
+
+/// The outcome of a latency test from its meter (perftest's `#iterations` column is the
+/// number of round trips, `-n`, though the ping-pongs time one fewer).
+fn lat_outcome(
+    o: &PerftestOptions,
+    meter: LatMeter,
+    peer_version: String,
+    peer_dest: Dest,
+    test_conn: Option<ConnInfo>,
+    peer_ird_ord: (u16, u16),
+) -> PerftestOutcome {
+    let sample = LatSample {
+        iterations: o.iters,
+        ..meter.sample()
+    };
+    PerftestOutcome {
+        sample: Some(Sample::Lat(sample)),
+        messages: o.iters,
+        histogram: Some(meter.histogram().clone()),
+        peer_version,
+        peer_dest,
+        test_conn,
+        peer_ird_ord,
+        report: report_of(o, Some(Sample::Lat(sample))),
+    }
+}
+
+/// What a latency test's wait saw: send completions and receives (send_lat).
+#[derive(Default)]
+struct LatCounts {
+    sends: u64,
+    recvs: u64,
+}
+
+/// Pumps the core until `done` holds, counting the test QP's completions; fails on an
+/// error completion, on the control connection's, or after [`PerftestOptions::step_timeout`].
+fn lat_wait(
+    ctl: &mut Ctl<'_>,
+    t: &TestQp,
+    o: &PerftestOptions,
+    n: &mut LatCounts,
+    what: &dyn Fn() -> String,
+    done: &mut dyn FnMut(&LatCounts) -> Result<bool, PerftestError>,
+) -> Result<(), PerftestError> {
+    let since = Instant::now();
+    loop {
+        while let Some(c) = t.cq.poll_one() {
+            if c.status != WcStatus::Success {
+                return Err(PerftestError::Completion(c));
+            }
+            match c.wr_id & WR_KIND {
+                WR_LAT_RECV => {
+                    n.recvs += 1;
+                    post_lat_recv(t, o, c.wr_id & 0xffff)?;
+                }
+                _ => n.sends += 1,
+            }
+        }
+        if done(n)? {
+            return Ok(());
+        }
+        if let Some(c) = ctl.failure() {
+            return Err(PerftestError::Completion(c));
+        }
+        if since.elapsed() > o.step_timeout {
+            return Err(stalled(what()));
+        }
+        ctl.pump();
+    }
+}
+
+/// write_lat and send_lat: `iters` messages each way, one at a time; `first`: this side
+/// sends first. Records half of each interval between this side's posts.
+fn ping_pong(
+    ctl: &mut Ctl<'_>,
+    t: &TestQp,
+    peer: &Dest,
+    o: &PerftestOptions,
+    first: bool,
+) -> Result<LatMeter, PerftestError> {
+    let size = o.size as u32;
+    let last = o.size - 1;
+    let write = o.test == Test::WriteLat;
+    let op = if write {
+        SendOp::Write {
+            remote_stag: peer.rkey,
+            remote_to: peer.vaddr,
+        }
+    } else {
+        SendOp::Send
+    };
+    let mut meter = LatMeter::new(o.size as u64);
+    let mut n = LatCounts::default();
+    let (mut sent, mut received) = (0u64, 0u64);
+    let mut last_post: Option<Instant> = None;
+    let mut octet = [0u8; 1];
+    while sent < o.iters || received < o.iters {
+        if received < o.iters && !(sent == 0 && first) {
+            received += 1;
+            let want = received;
+            lat_wait(
+                ctl,
+                t,
+                o,
+                &mut n,
+                &|| format!("waiting for message {want} of {} from the peer", o.iters),
+                &mut |n| {
+                    if write {
+                        t.data.read(last, &mut octet).map_err(|e| {
+                            PerftestError::Protocol(format!("reading the buffer: {e}"))
+                        })?;
+                        Ok(octet[0] == want as u8)
+                    } else {
+                        Ok(n.recvs >= want)
+                    }
+                },
+            )?;
+        }
+        if sent < o.iters {
+            sent += 1;
+            let now = Instant::now();
+            if let Some(p) = last_post.replace(now) {
+                meter.record(now.duration_since(p) / 2);
+            }
+            if write {
+                t.data
+                    .write(t.send_at as usize + last, &[sent as u8])
+                    .map_err(|e| PerftestError::Protocol(format!("writing the buffer: {e}")))?;
+            }
+            let wr = SendWr {
+                wr_id: WR_LAT_SEND | (sent & 0xffff),
+                op,
+                local: t.data.sge(t.send_at, size),
+                signaled: true,
+            };
+            t.qp.post_send(wr)
+                .map_err(|e| PerftestError::Protocol(format!("posting message {sent}: {e}")))?;
+        }
+    }
+    let total = o.iters;
+    lat_wait(
+        ctl,
+        t,
+        o,
+        &mut n,
+        &|| format!("waiting for the last of {total} messages to complete"),
+        &mut |n| Ok(n.sends >= total),
+    )?;
+    Ok(meter)
+}
+
+/// read_lat's client: `iters` RDMA Reads of `size` octets, one at a time, each timed
+/// from its post to its completion.
+fn read_lat(
+    ctl: &mut Ctl<'_>,
+    t: &TestQp,
+    peer: &Dest,
+    o: &PerftestOptions,
+    ord: u16,
+) -> Result<LatMeter, PerftestError> {
+    if ord == 0 {
+        return Err(PerftestError::Protocol(
+            "the test connection was established with ORD 0: RDMA Read is impossible".into(),
+        ));
+    }
+    let mut meter = LatMeter::new(o.size as u64);
+    let mut n = LatCounts::default();
+    for i in 1..=o.iters {
+        let wr = SendWr {
+            wr_id: WR_LAT_SEND | (i & 0xffff),
+            op: SendOp::Read {
+                remote_stag: peer.rkey,
+                remote_to: peer.vaddr,
+            },
+            local: t.data.sge(0, o.size as u32),
+            signaled: true,
+        };
+        let at = Instant::now();
+        t.qp.post_send(wr)
+            .map_err(|e| PerftestError::Protocol(format!("posting read {i}: {e}")))?;
+        lat_wait(
+            ctl,
+            t,
+            o,
+            &mut n,
+            &|| format!("waiting for read {i} of {}", o.iters),
+            &mut |n| Ok(n.sends >= i),
+        )?;
+        meter.record(at.elapsed());
+    }
+    Ok(meter)
 }
 
 /// The client's traffic: `iters` Writes, Reads or Sends of `size` octets, at most
@@ -953,6 +1227,17 @@ fn server_session(
         }
     };
     let peer_ird_ord = req.request.initiator_ird_ord.unwrap_or((0, 0));
+    if o.test == Test::WriteLat && !req.request.peer_to_peer {
+        // perftest's write_lat server writes first; we may not before the client's first
+        // FPDU, which only a peer-to-peer client sends (its RTR) before waiting.
+        let why = "ib_write_lat's server writes first, but RFC 5044 7.1.2 (rule 4) forbids a \
+                   Responder to send before it has received the Initiator's first FPDU, and \
+                   this client did not ask for peer-to-peer (RFC 6581), so no RTR will come: \
+                   run the client with peer-to-peer on (siw: echo Y > \
+                   /sys/module/siw/parameters/peer_to_peer; iwarp: --p2p write)";
+        listener.reject(&req, why.as_bytes()[..why.len().min(250)].to_vec());
+        return Err(PerftestError::Protocol(why.to_string()));
+    }
     // A client-server accept completes with the client's first FPDU on the test QP, which
     // comes only after the address exchanges below: keep it pending meanwhile.
     let pending = listener.accept(&req, &t.qp, o.accept.clone());
@@ -967,17 +1252,65 @@ fn server_session(
     };
     ctl.dest(&Dest::default(), "exchanging the second empty address")?;
     poll_accept(&mut info)?;
-    let out_reads = if o.test == Test::ReadBw {
+    let out_reads = if matches!(o.test, Test::ReadBw | Test::ReadLat) {
         peer_ird_ord.1.min(o.responder.max_ird).max(1)
     } else {
         1
     };
     let mine = my_dest(&t, o, out_reads, mac);
-    let n_dest = if o.test == Test::SendBw { 4 } else { 3 };
+    let n_dest = dest_exchanges(o.test);
     let mut peer = Dest::default();
     for i in 0..n_dest {
         peer = ctl.dest(&mine, &format!("exchanging addresses ({}/{n_dest})", i + 1))?;
         poll_accept(&mut info)?;
+    }
+    if o.test.is_latency() {
+        let meter = match o.test {
+            Test::WriteLat => {
+                // Full Operation comes with the client's RTR, sent with its Reply.
+                let until = Instant::now() + o.step_timeout;
+                while info.is_none() {
+                    if Instant::now() > until {
+                        return Err(stalled("waiting for the client's RTR on the test QP"));
+                    }
+                    ctl.pump();
+                    poll_accept(&mut info)?;
+                }
+                Some(ping_pong(ctl, &t, &peer, o, true)?)
+            }
+            Test::SendLat => {
+                let m = ping_pong(ctl, &t, &peer, o, false)?;
+                ctl.dest(&mine, "hearing that the client is done")?;
+                Some(m)
+            }
+            // The client reads on its own; we serve its Reads until it says done.
+            _ => {
+                ctl.dest(&mine, "waiting for the client to finish")?;
+                None
+            }
+        };
+        let deadline = Instant::now() + o.step_timeout;
+        while info.is_none() && Instant::now() < deadline {
+            ctl.pump();
+            poll_accept(&mut info)?;
+        }
+        if let Some(c) = drain_errors(&t) {
+            return Err(PerftestError::Completion(c));
+        }
+        let out = match meter {
+            Some(m) => lat_outcome(o, m, peer_version, peer, info.clone(), peer_ird_ord),
+            None => PerftestOutcome {
+                sample: None,
+                messages: 0,
+                histogram: None,
+                peer_version,
+                peer_dest: peer,
+                test_conn: info.clone(),
+                peer_ird_ord,
+                report: report_of(o, None),
+            },
+        };
+        return Ok((out, info));
     }
     let (sample, messages) = if o.test == Test::SendBw {
         let s = server_receive(ctl, &t, &peer, o, &mut || poll_accept(&mut info))?;
@@ -1012,13 +1345,14 @@ fn server_session(
     }
     Ok((
         PerftestOutcome {
-            sample,
+            sample: Some(Sample::Bw(sample)),
             messages,
+            histogram: None,
             peer_version,
             peer_dest: peer,
             test_conn: info.clone(),
             peer_ird_ord,
-            report: report_of(o, sample),
+            report: report_of(o, Some(Sample::Bw(sample))),
         },
         info,
     ))
@@ -1173,69 +1507,138 @@ mod tests {
         assert_eq!(version_number("6.06"), 6.06);
         assert_eq!(version_number("5.33abc"), 5.33);
         assert_eq!(version_number(""), 0.0);
-        let w = control_script(Test::WriteBw);
-        let s = control_script(Test::SendBw);
-        let count = |v: &[Step], x: Step| v.iter().filter(|&&y| y == x).count();
-        assert_eq!(count(&w, Step::Dest), 5);
-        assert_eq!(count(&s, Step::Dest), 5);
-        assert_eq!(count(&s, Step::Results), 0);
-        assert_eq!(count(&w, Step::Results), 1);
+        let count = |t: Test, x: Step| control_script(t).iter().filter(|&&y| y == x).count();
+        // The real Dests of the captures (siw ↔ siw, perftest 4.5): write_bw 3 + done +
+        // close; send_bw 4 + done; write_lat 4 and nothing after the traffic; send_lat and
+        // read_lat 4 + done.
+        for (t, dests, results) in [
+            (Test::WriteBw, 5, 1),
+            (Test::ReadBw, 5, 1),
+            (Test::SendBw, 5, 0),
+            (Test::WriteLat, 4, 0),
+            (Test::SendLat, 5, 0),
+            (Test::ReadLat, 5, 0),
+        ] {
+            assert_eq!(count(t, Step::Dest), dests, "{t:?}");
+            assert_eq!(count(t, Step::Results), results, "{t:?}");
+            assert_eq!(count(t, Step::ZeroDest), 2, "{t:?}");
+        }
+        let w = control_script(Test::WriteLat);
+        assert_eq!(w.last(), Some(&Step::Traffic));
+    }
+
+    /// Both roles of `test` in one process over the in-memory link.
+    fn both_roles(
+        test: Test,
+        p2p: bool,
+    ) -> (
+        Result<PerftestOutcome, PerftestError>,
+        Result<PerftestOutcome, PerftestError>,
+    ) {
+        use control::embedded::{self, WireConfig};
+        let embedded::Pair {
+            a,
+            mut core_a,
+            b,
+            mut core_b,
+        } = embedded::pair(
+            WireConfig::default(),
+            WireConfig::default(),
+            embedded::tcp_config(1500),
+        )
+        .unwrap();
+        let o = PerftestOptions {
+            test,
+            size: if test.is_latency() { 100 } else { 4096 },
+            iters: if test.is_latency() { 300 } else { 200 },
+            tx_depth: 16,
+            initiator: InitiatorConfig {
+                ird: 8,
+                ord: 8,
+                peer_to_peer: p2p,
+                ..InitiatorConfig::default()
+            },
+            step_timeout: Duration::from_secs(20),
+            accept_timeout: Some(Duration::from_secs(20)),
+            ..PerftestOptions::default()
+        };
+        let listener = b.listen(DEFAULT_PORT, o.responder.clone()).unwrap();
+        let so = o.clone();
+        let server = std::thread::spawn(move || {
+            let r = run_server(&b, &mut core_b, &listener, &so, [2, 0, 0, 0, 0, 2]);
+            b.shutdown();
+            r
+        });
+        let c = run_client(
+            &a,
+            &mut core_a,
+            SocketAddrV4::new(embedded::ADDR_B, DEFAULT_PORT),
+            &o,
+            [2, 0, 0, 0, 0, 1],
+        );
+        while !server.is_finished() {
+            core_a.poll();
+        }
+        a.shutdown();
+        (c, server.join().unwrap())
+    }
+
+    /// perftest's latency tests, both roles: 300 round trips (reads) each, every one timed;
+    /// write_lat runs peer-to-peer (our server may not write first otherwise).
+    #[test]
+    fn latency_tests_both_roles() {
+        for test in [Test::WriteLat, Test::SendLat, Test::ReadLat] {
+            let (c, s) = both_roles(test, test == Test::WriteLat);
+            let (c, s) = (c.unwrap(), s.unwrap());
+            assert_eq!(c.messages, 300, "{test:?}");
+            let Some(Sample::Lat(l)) = c.sample else {
+                panic!("{test:?}: {:?}", c.sample)
+            };
+            assert_eq!((l.bytes, l.iterations), (100, 300), "{test:?}");
+            assert!(l.t_min > 0.0 && l.t_min <= l.t_typical && l.t_typical <= l.t_max);
+            let h = c.histogram.unwrap();
+            // The ping-pongs time the intervals between posts (one fewer); reads each.
+            let timed = if test == Test::ReadLat { 300 } else { 299 };
+            assert_eq!(h.len(), timed, "{test:?}");
+            if test == Test::ReadLat {
+                assert!(s.sample.is_none(), "read_lat's server prints nothing");
+                let t = c.test_conn.unwrap();
+                assert_eq!((t.ird, t.ord), (8, 8));
+            } else {
+                let Some(Sample::Lat(sl)) = s.sample else {
+                    panic!("{test:?}: server {:?}", s.sample)
+                };
+                assert_eq!(sl.iterations, 300);
+                assert_eq!(s.histogram.unwrap().len(), 299);
+            }
+        }
+    }
+
+    /// A write_lat client that does not offer peer-to-peer is refused with the reason,
+    /// which the client sees in the Reject's private data.
+    #[test]
+    fn write_lat_server_needs_an_rtr() {
+        let (c, s) = both_roles(Test::WriteLat, false);
+        let s = s.unwrap_err().to_string();
+        assert!(s.contains("RFC 5044 7.1.2"), "{s}");
+        let c = c.unwrap_err().to_string();
+        assert!(c.contains("ib_write_lat's server writes first"), "{c}");
     }
 
     /// Both roles in one process over the in-memory link: the exchange is consistent and
     /// both sides count the same messages, for each test.
     #[test]
     fn both_roles_over_the_embedded_link() {
-        use control::embedded::{self, WireConfig};
         for test in [Test::WriteBw, Test::ReadBw, Test::SendBw] {
-            let embedded::Pair {
-                a,
-                mut core_a,
-                b,
-                mut core_b,
-            } = embedded::pair(
-                WireConfig::default(),
-                WireConfig::default(),
-                embedded::tcp_config(1500),
-            )
-            .unwrap();
-            let o = PerftestOptions {
-                test,
-                size: 4096,
-                iters: 200,
-                tx_depth: 16,
-                initiator: InitiatorConfig {
-                    ird: 8,
-                    ord: 8,
-                    ..InitiatorConfig::default()
-                },
-                step_timeout: Duration::from_secs(20),
-                accept_timeout: Some(Duration::from_secs(20)),
-                ..PerftestOptions::default()
-            };
-            let listener = b.listen(DEFAULT_PORT, o.responder.clone()).unwrap();
-            let so = o.clone();
-            let server = std::thread::spawn(move || {
-                let r = run_server(&b, &mut core_b, &listener, &so, [2, 0, 0, 0, 0, 2]);
-                b.shutdown();
-                r
-            });
-            let c = run_client(
-                &a,
-                &mut core_a,
-                SocketAddrV4::new(embedded::ADDR_B, DEFAULT_PORT),
-                &o,
-                [2, 0, 0, 0, 0, 1],
-            );
-            while !server.is_finished() {
-                core_a.poll();
-            }
-            a.shutdown();
-            let s = server.join().unwrap();
+            let (c, s) = both_roles(test, false);
             let (c, s) = (c.unwrap(), s.unwrap());
             assert_eq!(c.messages, 200, "{test:?}");
             assert_eq!(s.messages, 200, "{test:?}");
-            assert_eq!(c.sample.iterations, s.sample.iterations);
+            let bw = |x: &PerftestOutcome| match x.sample {
+                Some(Sample::Bw(b)) => b,
+                ref other => panic!("{test:?}: {other:?}"),
+            };
+            assert_eq!(bw(&c).iterations, bw(&s).iterations);
             assert_eq!(c.peer_version, VERSION);
             if test == Test::ReadBw {
                 let t = c.test_conn.unwrap();
@@ -1253,7 +1656,7 @@ mod tests {
             test: Test::WriteLat,
             ..Default::default()
         };
-        assert!(validate_options(&o).is_err());
+        assert!(validate_options(&o).is_ok());
         o.test = Test::SendBw;
         assert!(validate_options(&o).is_ok());
         assert_eq!(o.effective_rx_depth(), 512);

@@ -124,7 +124,7 @@ pub struct BenchArgs {
     #[arg(short = 'I', long = "inline-size", value_name = "N")]
     pub inline_size: Option<usize>,
     /// Speak perftest's `-R` (rdma_cm) exchange instead of our own: a client against
-    /// `ib_write_bw|ib_read_bw|ib_send_bw -R` (with --config and --peer), or with --server
+    /// `ib_{write,read,send}_{bw,lat} -R` (with --config and --peer), or with --server
     /// a server for their clients. Both sides need the same -s and -n.
     #[arg(long, requires = "config")]
     pub perftest: bool,
@@ -363,11 +363,21 @@ fn print(a: &BenchArgs, out: &BenchOutcome) -> Result<(), String> {
         plot(path, &out.report, &out.histograms)?;
     }
     if let Some(path) = &a.hgrm {
-        for (p, h) in hgrm_paths(path, &out.histograms) {
-            let mut f = std::fs::File::create(&p).map_err(|e| format!("{}: {e}", p.display()))?;
-            iwarp::report::write_hgrm(h, &mut f, 1000.0)
-                .map_err(|e| format!("{}: {e}", p.display()))?;
-        }
+        write_hgrms(path, &out.histograms)?;
+    }
+    Ok(())
+}
+
+/// Writes each size's latency histogram (nanoseconds) in HdrHistogram's percentile
+/// format, to `path` or, for several sizes, one file per size (see `--hgrm`).
+pub fn write_hgrms(
+    path: &std::path::Path,
+    histograms: &[(usize, hdrhistogram::Histogram<u64>)],
+) -> Result<(), String> {
+    for (p, h) in hgrm_paths(path, histograms) {
+        let mut f = std::fs::File::create(&p).map_err(|e| format!("{}: {e}", p.display()))?;
+        iwarp::report::write_hgrm(h, &mut f, 1000.0)
+            .map_err(|e| format!("{}: {e}", p.display()))?;
     }
     Ok(())
 }

@@ -1,5 +1,6 @@
 //! `iwarp bench TEST --perftest --config FILE [--peer ADDR | --server]`: perftest's `-R`
-//! exchange against `ib_write_bw`, `ib_read_bw` or `ib_send_bw`, either role.
+//! exchange against `ib_write_bw`, `ib_read_bw`, `ib_send_bw`, `ib_write_lat`,
+//! `ib_read_lat` or `ib_send_lat`, either role.
 
 use std::io::Write;
 use std::net::SocketAddrV4;
@@ -35,14 +36,21 @@ fn plan(a: &BenchArgs) -> Result<Plan, String> {
             "perftest's buffers hold no pattern to check",
         ),
         (
-            a.hgrm.is_some(),
+            a.hgrm.is_some() && !a.test.is_latency(),
             "--hgrm",
-            "the perftest exchange runs bandwidth tests",
+            "a bandwidth test has no latency histogram",
         ),
         (
-            a.max_lat_p99.is_some(),
+            a.max_lat_p99.is_some() && !a.test.is_latency(),
             "--max-lat-p99",
-            "the perftest exchange runs bandwidth tests",
+            "a bandwidth test measures no latency",
+        ),
+        (
+            (a.hgrm.is_some() || a.max_lat_p99.is_some() || a.plot.is_some())
+                && a.server
+                && a.test == iwarp::bench::Test::ReadLat,
+            "--hgrm, --max-lat-p99 or --plot as the read-lat server",
+            "perftest's read_lat server measures nothing (the client times its Reads)",
         ),
         (
             a.post_list > 1,
@@ -63,13 +71,6 @@ fn plan(a: &BenchArgs) -> Result<Plan, String> {
         if given {
             return Err(format!("--perftest does not take {flag}: {why}"));
         }
-    }
-    if a.test.is_latency() {
-        return Err(format!(
-            "--perftest runs write-bw, read-bw and send-bw: perftest's latency tests \
-             (ib_*_lat -R) are not implemented, so {} is refused",
-            a.test.name()
-        ));
     }
     let timeout = seconds("--timeout", a.timeout)?;
     let cfg = load_config(path)?;
@@ -149,8 +150,13 @@ pub fn run(a: &BenchArgs) -> Result<bool, String> {
     let mut out = r.map_err(|e| e.to_string())?;
     let passed = super::bench::finish_report(a, &mut out.report);
     print(a, &out, server);
+    let histograms: Vec<(usize, hdrhistogram::Histogram<u64>)> =
+        out.histogram.iter().map(|h| (a.size, h.clone())).collect();
     if let Some(path) = &a.plot {
-        super::bench::plot(path, &out.report, &[])?;
+        super::bench::plot(path, &out.report, &histograms)?;
+    }
+    if let Some(path) = &a.hgrm {
+        super::bench::write_hgrms(path, &histograms)?;
     }
     Ok(passed)
 }
@@ -170,5 +176,8 @@ fn print(a: &BenchArgs, out: &PerftestOutcome, server: bool) {
         out.peer_ird_ord.1,
         out.peer_dest.qpn
     );
+    if out.sample.is_none() {
+        println!(" served the client's RDMA Reads (perftest's read_lat server measures nothing)");
+    }
     super::bench::print_report(a, &out.report);
 }
