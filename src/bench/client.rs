@@ -13,14 +13,14 @@ use std::time::{Duration, Instant};
 
 use control::verbs::{
     Access, Completion, ConnId, Core, Device, InitiatorConfig, Mr, RecvWr, SendOp, SendWr, Sge,
-    WcOpcode,
+    WcOpcode, WcStatus,
 };
 use hdrhistogram::Histogram;
 
 use super::session::{self, Hello, RemoteBuffer, ServerResult, CREDIT_LEN, RESULT_LEN};
 use super::verify;
 use super::{check_options, BenchError, BenchOptions, ClientOutcome, Length, Test, STALL};
-use crate::driver::Endpoint;
+use crate::driver::{DriverError, Endpoint};
 use crate::report::{BwMeter, IntervalSample, LatMeter, Progress, ProgressTotal, Sample};
 
 /// Control receives the client keeps posted (except in send-lat).
@@ -60,12 +60,20 @@ struct Client {
 impl Client {
     /// Pumps once and takes the control receives among the completions; the other
     /// completions stay in `ep.done`.
+    ///
+    /// A failed completion is an error, except a flushed one once the server's result has
+    /// come: the server closes after its result, which flushes the receives still posted
+    /// here, possibly in the same poll as the result itself.
     fn step(&mut self) -> Result<usize, BenchError> {
-        let n = self.ep.pump()?;
+        let n = self.ep.pump_any();
+        let mut failed = None;
         let mut i = 0;
         while i < self.ep.done.len() {
             let c = self.ep.done[i];
-            if c.opcode == WcOpcode::Recv && c.wr_id & WR_CTL != 0 {
+            if c.status != WcStatus::Success {
+                failed = failed.or(Some(c));
+                self.ep.done.swap_remove(i);
+            } else if c.opcode == WcOpcode::Recv && c.wr_id & WR_CTL != 0 {
                 self.ep.done.swap_remove(i);
                 let ctl = self.take_ctl(&c)?;
                 match ctl {
@@ -77,7 +85,12 @@ impl Client {
                 i += 1;
             }
         }
-        Ok(n)
+        match failed {
+            Some(c) if !(c.status == WcStatus::Flushed && self.result.is_some()) => {
+                Err(DriverError::Completion(c).into())
+            }
+            _ => Ok(n),
+        }
     }
 
     /// Decodes a control receive and reposts it (not in send-lat, whose receives are

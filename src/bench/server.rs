@@ -77,13 +77,23 @@ fn max_size(h: &Hello) -> usize {
     h.sizes.iter().copied().max().unwrap_or(1).max(1)
 }
 
-/// The octets of a session's data region: a slot per message in flight for write-bw and
-/// send-bw with `--verify`, the moving-offset region of the read tests with `--verify`,
-/// else one message.
+/// The receives a send test keeps posted: one per message in flight (the client's
+/// credits), and one more for the zero-length control Sends (the first message, each
+/// size's *done*). The client sends *done* once its data Sends have completed, which can
+/// be before this server has taken their receives and posted them again: without the
+/// spare, *done* could find no receive (RFC 5040 7.2: a TERM, "no buffer").
+fn send_recvs(h: &Hello) -> usize {
+    h.tx_depth + 1
+}
+
+/// The octets of a session's data region: a slot per message in flight for write-bw, and
+/// per posted receive for send-bw, with `--verify`; the moving-offset region of the read
+/// tests with `--verify`; else one message.
 fn data_len(h: &Hello) -> usize {
     let max = max_size(h);
     match h.test {
-        Test::WriteBw | Test::SendBw if h.verify => h.tx_depth * max,
+        Test::WriteBw if h.verify => h.tx_depth * max,
+        Test::SendBw if h.verify => send_recvs(h) * max,
         Test::ReadBw | Test::ReadLat if h.verify => {
             verify::region_slots(h.test.is_latency(), h.tx_depth) * max + verify::READ_SLACK
         }
@@ -116,6 +126,28 @@ pub fn session_memory(h: &Hello) -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// send-bw's *done* must always find a receive: it follows the client's last data
+    /// Sends at once, before this server may have reposted their receives. Without the
+    /// spare receive, 5 to 20 in 150 runs of this shape from the command line ended in a
+    /// TERM ("no buffer"); in this loop the race is rarer (timing), so the loop is long.
+    #[test]
+    fn send_bw_done_always_finds_a_receive() {
+        for run in 0..100 {
+            let o = crate::bench::BenchOptions {
+                test: Test::SendBw,
+                sizes: vec![512],
+                length: crate::bench::Length::Iterations(64),
+                tx_depth: 8,
+                verify: run % 2 == 0,
+                progress: false,
+                ..crate::bench::BenchOptions::default()
+            };
+            if let Err(e) = crate::bench::run_embedded(&o) {
+                panic!("run {run}: {e}");
+            }
+        }
+    }
 
     #[test]
     fn the_budget_comes_from_the_file_and_its_defaults_are_budget_defaults() {
@@ -518,7 +550,7 @@ impl Session {
     /// slot (as perftest).
     fn slot_sge(&self, s: u64, size: usize) -> Sge {
         let slots = if self.hello.verify && self.hello.test == Test::SendBw {
-            self.hello.tx_depth as u64
+            send_recvs(&self.hello) as u64
         } else {
             1
         };
@@ -537,7 +569,7 @@ impl Session {
     fn post_initial_receives(&mut self) -> Result<(), BenchError> {
         if self.hello.test.is_send() {
             let max = self.hello.sizes.iter().copied().max().unwrap_or(1).max(1);
-            for s in 0..self.hello.tx_depth as u64 {
+            for s in 0..send_recvs(&self.hello) as u64 {
                 let local = self.slot_sge(s, max);
                 self.ep.post_recv(RecvWr { wr_id: s, local })?;
             }
