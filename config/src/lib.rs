@@ -35,9 +35,9 @@ mod value;
 pub use eal::device_names;
 pub use host::{Host, System};
 pub use schema::{
-    Bench, BenchTest, Config, Control, Driver, Eal, Lcore, Limits, Listener, MemifRole, Mpa,
-    MpaDialect, MpaOverrides, Port, Qp, RtrType, Tcp, DEFAULT_STARTUP_OCTETS, ENHANCED_DATA_LEN,
-    MAX_IRD_ORD, MAX_PRIVATE_DATA,
+    Bench, Config, Control, Driver, Eal, Lcore, Limits, Listener, MemifRole, Mpa, MpaDialect,
+    MpaOverrides, Port, Qp, RtrType, Tcp, DEFAULT_STARTUP_OCTETS, ENHANCED_DATA_LEN, MAX_IRD_ORD,
+    MAX_PRIVATE_DATA,
 };
 pub use value::{HexBytes, Ipv4Prefix, MacAddr, Millis};
 

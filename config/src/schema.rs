@@ -686,18 +686,6 @@ pub struct Listener {
     pub mpa: Option<MpaOverrides>,
 }
 
-/// Which test `iwarp bench` runs.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum BenchTest {
-    /// RDMA Write.
-    Write,
-    /// RDMA Read.
-    Read,
-    /// Send/Receive.
-    Send,
-}
-
 /// `[bench]`: defaults for `iwarp bench` as a client; command-line flags override them.
 #[derive(Clone, Debug, PartialEq, Eq, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -705,13 +693,12 @@ pub struct Bench {
     /// The server, `"10.77.0.2:18515"`. Must be in a port's prefix, or a port needs a
     /// gateway.
     pub peer: SocketAddrV4,
-    /// The test: `"write"` (default), `"read"` or `"send"`.
-    #[serde(default = "default_bench_test")]
-    pub test: BenchTest,
-    /// Message size in octets, 1..=1073741824. Default 65536.
+    /// Message size in octets when `iwarp bench` is given no `-s`, 1..=1073741824.
+    /// Default 65536. (The test is always the command line's.)
     #[serde(default = "default_bench_size")]
     pub size: u32,
-    /// Number of messages, at least 1. Default 1000.
+    /// Number of messages when `iwarp bench` is given neither `-n` nor `-D`, at least 1.
+    /// Default 1000.
     #[serde(default = "default_bench_iters")]
     pub iters: u64,
     /// The local `[[ports]]` name to use. Default: the port whose prefix holds `peer`.
@@ -719,9 +706,6 @@ pub struct Bench {
     pub port_name: Option<String>,
 }
 
-fn default_bench_test() -> BenchTest {
-    BenchTest::Write
-}
 fn default_bench_size() -> u32 {
     65536
 }

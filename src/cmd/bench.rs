@@ -22,13 +22,14 @@ pub struct BenchArgs {
     /// Which test.
     #[arg(value_enum)]
     pub test: Test,
-    /// Message size in octets.
-    #[arg(short = 's', long, default_value_t = 65536)]
-    pub size: usize,
+    /// Message size in octets [default: 65536, or with --config the file's `[bench] size`].
+    #[arg(short = 's', long)]
+    pub size: Option<usize>,
     /// Run every size from 2 octets to 8 MiB in powers of two (perftest's -a).
     #[arg(short = 'a', long)]
     pub all_sizes: bool,
-    /// Messages (round trips for latency tests) per size.
+    /// Messages (round trips for latency tests) per size [default: 1000, or with --config
+    /// the file's `[bench] iters`].
     #[arg(short = 'n', long, conflicts_with = "duration")]
     pub iters: Option<u64>,
     /// Run each size for this many seconds instead of a number of iterations.
@@ -256,7 +257,7 @@ fn options(a: &BenchArgs) -> Result<BenchOptions, String> {
         sizes: if a.all_sizes {
             bench::all_sizes()
         } else {
-            vec![a.size]
+            vec![a.size()]
         },
         length,
         tx_depth: a.tx_depth,
@@ -310,8 +311,37 @@ fn interrupt_flag() -> Result<Arc<AtomicBool>, String> {
     Ok(flag)
 }
 
+impl BenchArgs {
+    /// The message size: `-s`, else 65536.
+    pub fn size(&self) -> usize {
+        self.size.unwrap_or(DEFAULT_SIZE)
+    }
+
+    /// The deployment's `[bench]` defaults under the flags: `size` without `-s`, `iters`
+    /// without `-n`, `-D` or `--run-infinitely`.
+    pub fn with_file_defaults(mut self, cfg: &appconfig::Config) -> BenchArgs {
+        if let Some(b) = &cfg.bench {
+            self.size = self.size.or(Some(b.size as usize));
+            if self.duration.is_none() && !self.run_infinitely {
+                self.iters = self.iters.or(Some(b.iters));
+            }
+        }
+        self
+    }
+}
+
+/// `-s` when it is not given (and no deployment file says).
+pub const DEFAULT_SIZE: usize = 65536;
+
 /// Runs `iwarp bench`: true when every octet was verified (or nothing was to be).
 pub fn run(a: BenchArgs) -> Result<bool, String> {
+    let a = match &a.config {
+        Some(path) => {
+            let cfg = load_config(path)?;
+            a.with_file_defaults(&cfg)
+        }
+        None => a,
+    };
     check_flags(&a)?;
     if a.perftest {
         return super::perftest::run(&a);
@@ -548,4 +578,67 @@ fn on_config(
         .map_err(|e| e.to_string())?;
     let client = r.map_err(|e| e.to_string())?;
     Ok(bench::outcome(&opts, client, vec![core.alignment()], link))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    #[derive(Parser)]
+    struct Cli {
+        #[command(flatten)]
+        a: BenchArgs,
+    }
+
+    fn args(line: &[&str]) -> BenchArgs {
+        let mut v = vec!["bench"];
+        v.extend_from_slice(line);
+        Cli::try_parse_from(v).unwrap().a
+    }
+
+    /// `[bench] size` and `iters` are the defaults under `-s`, `-n` and `-D`.
+    #[test]
+    fn bench_section_gives_size_and_iters() {
+        let cfg = appconfig::from_str(
+            "[[ports]]\nname = \"p0\"\ndriver = \"af_packet\"\niface = \"veth0\"\n\
+             ipv4 = \"10.9.0.1/24\"\n\n[[lcores]]\nid = 1\nports = [\"p0\"]\n\n\
+             [bench]\npeer = \"10.9.0.2:18515\"\nsize = 4096\niters = 77\n",
+            "t.toml",
+        )
+        .unwrap();
+        let a = args(&["write-bw"]).with_file_defaults(&cfg);
+        assert_eq!((a.size(), a.iters), (4096, Some(77)));
+        let a = args(&["write-bw", "-s", "8", "-n", "5"]).with_file_defaults(&cfg);
+        assert_eq!((a.size(), a.iters), (8, Some(5)));
+        // A run for a time takes no count from the file.
+        let a = args(&["write-bw", "-D", "2"]).with_file_defaults(&cfg);
+        assert_eq!((a.size(), a.iters), (4096, None));
+        // Without a [bench] section: the built-in defaults.
+        let bare = appconfig::from_str(
+            "[[ports]]\nname = \"p0\"\ndriver = \"af_packet\"\niface = \"veth0\"\n\
+             ipv4 = \"10.9.0.1/24\"\n\n[[lcores]]\nid = 1\nports = [\"p0\"]\n",
+            "t.toml",
+        )
+        .unwrap();
+        let a = args(&["write-bw"]).with_file_defaults(&bare);
+        assert_eq!((a.size(), a.iters), (DEFAULT_SIZE, None));
+    }
+
+    /// `[bench] test` is gone: a file that still has it is refused at the key.
+    #[test]
+    fn bench_test_key_is_refused() {
+        let e = appconfig::from_str(
+            "[[ports]]\nname = \"p0\"\ndriver = \"af_packet\"\niface = \"veth0\"\n\
+             ipv4 = \"10.9.0.1/24\"\n\n[[lcores]]\nid = 1\nports = [\"p0\"]\n\n\
+             [bench]\npeer = \"10.9.0.2:18515\"\ntest = \"write\"\n",
+            "t.toml",
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(
+            e.contains("bench.test") && e.contains("unknown field `test`"),
+            "{e}"
+        );
+    }
 }

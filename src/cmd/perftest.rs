@@ -88,7 +88,7 @@ fn plan(a: &BenchArgs) -> Result<Plan, String> {
         (a.mpa.ird().is_some() || a.mpa.ord().is_some()).then_some((initiator.ird, initiator.ord));
     let options = PerftestOptions {
         test: a.test,
-        size: a.size,
+        size: a.size(),
         iters,
         tx_depth: a.tx_depth,
         rx_depth: a.rx_depth,
@@ -150,8 +150,11 @@ pub fn run(a: &BenchArgs) -> Result<bool, String> {
     let mut out = r.map_err(|e| e.to_string())?;
     let passed = super::bench::finish_report(a, &mut out.report);
     print(a, &out, server);
-    let histograms: Vec<(usize, hdrhistogram::Histogram<u64>)> =
-        out.histogram.iter().map(|h| (a.size, h.clone())).collect();
+    let histograms: Vec<(usize, hdrhistogram::Histogram<u64>)> = out
+        .histogram
+        .iter()
+        .map(|h| (a.size(), h.clone()))
+        .collect();
     if let Some(path) = &a.plot {
         super::bench::plot(path, &out.report, &histograms)?;
     }

@@ -34,22 +34,38 @@ pub struct ServeArgs {
 }
 
 /// The listeners of the file on port `pname` (address `paddr`): TCP port and Responder
-/// configuration (the file's `[mpa]` with the listener's overrides).
-fn listeners(cfg: &appconfig::Config, pname: &str, paddr: Ipv4Addr) -> Vec<(u16, ResponderConfig)> {
-    cfg.listeners
-        .iter()
-        .filter(|l| {
-            l.port_name.as_deref().is_none_or(|n| n == pname)
-                && l.address.is_none_or(|ad| ad == paddr)
-        })
-        .map(|l| {
-            let policy = match &l.mpa {
-                Some(ov) => cfg.mpa.with_overrides(ov),
-                None => cfg.mpa.clone(),
-            };
-            (l.tcp_port, mpa::responder(&policy))
-        })
-        .collect()
+/// configuration (the file's `[mpa]` with the listener's overrides). The policy's `ird`
+/// and `ord` are what this side offers: the most IRD and ORD its Replies grant (RFC 6581
+/// 9.1; without them a Reply would grant up to 128). A listener's `private_data` is
+/// refused: the bench session's Reply carries the session's buffer.
+fn listeners(
+    cfg: &appconfig::Config,
+    pname: &str,
+    paddr: Ipv4Addr,
+) -> Result<Vec<(u16, ResponderConfig)>, String> {
+    let mut out = Vec::new();
+    for (i, l) in cfg.listeners.iter().enumerate() {
+        if !(l.port_name.as_deref().is_none_or(|n| n == pname)
+            && l.address.is_none_or(|ad| ad == paddr))
+        {
+            continue;
+        }
+        if l.private_data.is_some() {
+            return Err(format!(
+                "listeners[{i}].private_data: iwarp serve cannot send it: the MPA Reply of \
+                 a bench session carries the session's buffer (remove the key)"
+            ));
+        }
+        let policy = match &l.mpa {
+            Some(ov) => cfg.mpa.with_overrides(ov),
+            None => cfg.mpa.clone(),
+        };
+        let mut rc = mpa::responder(&policy);
+        rc.max_ird = policy.ird;
+        rc.max_ord = policy.ord;
+        out.push((l.tcp_port, rc));
+    }
+    Ok(out)
 }
 
 /// Runs `iwarp serve`: true when every session verified without error.
@@ -63,7 +79,8 @@ pub fn run(a: ServeArgs) -> Result<bool, String> {
         .map_err(|e| format!("{}: {e}", a.config.display()))?;
     let pname = cfg.ports[port].name.clone();
     let paddr = cfg.ports[port].ipv4.addr;
-    let listeners = listeners(&cfg, &pname, paddr);
+    let listeners =
+        listeners(&cfg, &pname, paddr).map_err(|e| format!("{}: {e}", a.config.display()))?;
     if listeners.is_empty() {
         return Err(format!(
             "{}: no [[listeners]] entry on port {pname:?}",
@@ -272,4 +289,47 @@ fn print_end(core: &Core, server: &Server, pname: &str, rejected: u64) {
         s.tx_checksum_offloaded,
         s.tx_zero_copy
     );
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A deployment with two listeners; `extra` goes into the first.
+    fn file(extra: &str) -> String {
+        format!(
+            "[[ports]]\nname = \"p0\"\ndriver = \"af_packet\"\niface = \"veth0\"\n\
+             ipv4 = \"10.9.0.1/24\"\n\n[[lcores]]\nid = 1\nports = [\"p0\"]\n\n\
+             [mpa]\nird = 4\nord = 2\n\n\
+             [[listeners]]\ntcp_port = 7000\nport_name = \"p0\"\n{extra}\n\
+             [[listeners]]\ntcp_port = 7001\nport_name = \"p0\"\n\
+             [listeners.mpa]\nird = 32\nord = 0\n"
+        )
+    }
+
+    /// `[mpa]` ird/ord, and a listener's overrides, cap what its Replies grant.
+    #[test]
+    fn responder_ird_ord_come_from_the_file() {
+        let cfg = appconfig::from_str(&file(""), "t.toml").unwrap();
+        let l = listeners(&cfg, "p0", Ipv4Addr::new(10, 9, 0, 1)).unwrap();
+        assert_eq!(l.len(), 2);
+        assert_eq!((l[0].0, l[0].1.max_ird, l[0].1.max_ord), (7000, 4, 2));
+        assert_eq!((l[1].0, l[1].1.max_ird, l[1].1.max_ord), (7001, 32, 0));
+        // What the responder machine then grants: a Request asking ORD 16 gets IRD 4.
+        // (The bench server accepts with the default parameters: IRD 0 and ORD u16::MAX
+        // asked, so the Request and the limits decide.)
+        let d = control::verbs::AcceptParams::default();
+        let rc = &l[0].1;
+        let got = proto::ird_ord::responder_ird_ord(
+            16, 16, d.ird, d.ord, rc.max_ird, rc.max_ord, false, None,
+        );
+        assert_eq!((got.reply_ird, got.reply_ord), (4, 2), "{got:?}");
+    }
+
+    #[test]
+    fn listener_private_data_is_refused() {
+        let cfg = appconfig::from_str(&file("private_data = \"c0ffee\""), "t.toml").unwrap();
+        let e = listeners(&cfg, "p0", Ipv4Addr::new(10, 9, 0, 1)).unwrap_err();
+        assert!(e.starts_with("listeners[0].private_data:"), "{e}");
+    }
 }
