@@ -824,7 +824,7 @@ fn client_session(
     for i in 0..n_dest {
         peer = ctl.dest(&mine, &format!("exchanging addresses ({}/{n_dest})", i + 1))?;
     }
-    if o.test.is_latency() {
+    let measured = if o.test.is_latency() {
         let meter = match o.test {
             Test::ReadLat => read_lat(ctl, &t, &peer, o, info.ord)?,
             // send_lat's client sends first, write_lat's server writes first.
@@ -833,72 +833,99 @@ fn client_session(
         if o.test != Test::WriteLat {
             ctl.dest(&mine, "telling the server the test is done")?;
         }
-        return Ok((
-            lat_outcome(
-                o,
-                meter,
-                peer_version,
-                peer,
-                Some(info.clone()),
-                peer_ird_ord,
-            ),
-            Some(info),
-        ));
-    }
-    let sample = client_traffic(ctl, &t, &peer, o, info.ord)?;
-    ctl.dest(&mine, "telling the server the test is done")?;
-    if o.test != Test::SendBw {
-        let version = version_number(&peer_version);
-        let mine_r = BwReport {
-            size: o.size as u64,
-            iters: sample.iterations,
-            peak: sample.peak_mib_s,
-            avg: sample.avg_mib_s,
-            msg_rate: sample.msg_rate_mpps,
-        };
-        for m in mine_r.encode(if version >= 5.33 { 8 } else { 4 }) {
-            ctl.exchange(&m, "exchanging results")?;
+        Measured::lat(o, &meter)
+    } else {
+        let sample = client_traffic(ctl, &t, &peer, o, info.ord)?;
+        ctl.dest(&mine, "telling the server the test is done")?;
+        if o.test != Test::SendBw {
+            client_results(ctl, &mine, o, &sample, &peer_version)?;
         }
-        ctl.dest(&mine, "closing the exchange")?;
-    }
-    Ok((
-        PerftestOutcome {
-            sample: Some(Sample::Bw(sample)),
-            messages: sample.iterations,
-            histogram: None,
-            peer_version,
-            peer_dest: peer,
-            test_conn: Some(info.clone()),
-            peer_ird_ord,
-            report: report_of(o, Some(Sample::Bw(sample))),
-        },
-        Some(info),
-    ))
+        Measured::bw(sample, sample.iterations)
+    };
+    let out = measured.outcome(o, peer_version, peer, Some(info.clone()), peer_ird_ord);
+    Ok((out, Some(info)))
 }
 
-/// The outcome of a latency test from its meter (perftest's `#iterations` column is the
-/// number of round trips, `-n`, though the ping-pongs time one fewer).
-fn lat_outcome(
+/// write_bw and read_bw: the client's results to the server, which prints them.
+fn client_results(
+    ctl: &mut Ctl<'_>,
+    mine: &Dest,
     o: &PerftestOptions,
-    meter: LatMeter,
-    peer_version: String,
-    peer_dest: Dest,
-    test_conn: Option<ConnInfo>,
-    peer_ird_ord: (u16, u16),
-) -> PerftestOutcome {
-    let sample = LatSample {
-        iterations: o.iters,
-        ..meter.sample()
+    sample: &BwSample,
+    peer_version: &str,
+) -> Result<(), PerftestError> {
+    let version = version_number(peer_version);
+    let mine_r = BwReport {
+        size: o.size as u64,
+        iters: sample.iterations,
+        peak: sample.peak_mib_s,
+        avg: sample.avg_mib_s,
+        msg_rate: sample.msg_rate_mpps,
     };
-    PerftestOutcome {
-        sample: Some(Sample::Lat(sample)),
-        messages: o.iters,
-        histogram: Some(meter.histogram().clone()),
-        peer_version,
-        peer_dest,
-        test_conn,
-        peer_ird_ord,
-        report: report_of(o, Some(Sample::Lat(sample))),
+    for m in mine_r.encode(if version >= 5.33 { 8 } else { 4 }) {
+        ctl.exchange(&m, "exchanging results")?;
+    }
+    ctl.dest(mine, "closing the exchange")?;
+    Ok(())
+}
+
+/// What one side measured (or, for write_bw and read_bw servers, was told).
+struct Measured {
+    sample: Option<Sample>,
+    messages: u64,
+    histogram: Option<hdrhistogram::Histogram<u64>>,
+}
+
+impl Measured {
+    fn bw(sample: BwSample, messages: u64) -> Measured {
+        Measured {
+            sample: Some(Sample::Bw(sample)),
+            messages,
+            histogram: None,
+        }
+    }
+
+    /// A latency test's figures (perftest's `#iterations` column is the number of round
+    /// trips, `-n`, though the ping-pongs time one fewer).
+    fn lat(o: &PerftestOptions, meter: &LatMeter) -> Measured {
+        let sample = LatSample {
+            iterations: o.iters,
+            ..meter.sample()
+        };
+        Measured {
+            sample: Some(Sample::Lat(sample)),
+            messages: o.iters,
+            histogram: Some(meter.histogram().clone()),
+        }
+    }
+
+    /// The read_lat server: it measures nothing.
+    fn nothing() -> Measured {
+        Measured {
+            sample: None,
+            messages: 0,
+            histogram: None,
+        }
+    }
+
+    fn outcome(
+        self,
+        o: &PerftestOptions,
+        peer_version: String,
+        peer_dest: Dest,
+        test_conn: Option<ConnInfo>,
+        peer_ird_ord: (u16, u16),
+    ) -> PerftestOutcome {
+        PerftestOutcome {
+            report: report_of(o, self.sample),
+            sample: self.sample,
+            messages: self.messages,
+            histogram: self.histogram,
+            peer_version,
+            peer_dest,
+            test_conn,
+            peer_ird_ord,
+        }
     }
 }
 
@@ -1235,7 +1262,10 @@ fn server_session(
                    this client did not ask for peer-to-peer (RFC 6581), so no RTR will come: \
                    run the client with peer-to-peer on (siw: echo Y > \
                    /sys/module/siw/parameters/peer_to_peer; iwarp: --p2p write)";
-        listener.reject(&req, why.as_bytes()[..why.len().min(250)].to_vec());
+        // The Reject's private data carries the gist (siw takes at most 256 octets).
+        let gist = "ib_write_lat's server writes first, which RFC 5044 7.1.2 rule 4 allows \
+                    only after the client's first FPDU: connect peer-to-peer (RFC 6581)";
+        listener.reject(&req, gist.as_bytes().to_vec());
         return Err(PerftestError::Protocol(why.to_string()));
     }
     // A client-server accept completes with the client's first FPDU on the test QP, which
@@ -1264,8 +1294,8 @@ fn server_session(
         peer = ctl.dest(&mine, &format!("exchanging addresses ({}/{n_dest})", i + 1))?;
         poll_accept(&mut info)?;
     }
-    if o.test.is_latency() {
-        let meter = match o.test {
+    let measured = if o.test.is_latency() {
+        match o.test {
             Test::WriteLat => {
                 // Full Operation comes with the client's RTR, sent with its Reply.
                 let until = Instant::now() + o.step_timeout;
@@ -1276,46 +1306,23 @@ fn server_session(
                     ctl.pump();
                     poll_accept(&mut info)?;
                 }
-                Some(ping_pong(ctl, &t, &peer, o, true)?)
+                Measured::lat(o, &ping_pong(ctl, &t, &peer, o, true)?)
             }
             Test::SendLat => {
                 let m = ping_pong(ctl, &t, &peer, o, false)?;
                 ctl.dest(&mine, "hearing that the client is done")?;
-                Some(m)
+                Measured::lat(o, &m)
             }
             // The client reads on its own; we serve its Reads until it says done.
             _ => {
                 ctl.dest(&mine, "waiting for the client to finish")?;
-                None
+                Measured::nothing()
             }
-        };
-        let deadline = Instant::now() + o.step_timeout;
-        while info.is_none() && Instant::now() < deadline {
-            ctl.pump();
-            poll_accept(&mut info)?;
         }
-        if let Some(c) = drain_errors(&t) {
-            return Err(PerftestError::Completion(c));
-        }
-        let out = match meter {
-            Some(m) => lat_outcome(o, m, peer_version, peer, info.clone(), peer_ird_ord),
-            None => PerftestOutcome {
-                sample: None,
-                messages: 0,
-                histogram: None,
-                peer_version,
-                peer_dest: peer,
-                test_conn: info.clone(),
-                peer_ird_ord,
-                report: report_of(o, None),
-            },
-        };
-        return Ok((out, info));
-    }
-    let (sample, messages) = if o.test == Test::SendBw {
+    } else if o.test == Test::SendBw {
         let s = server_receive(ctl, &t, &peer, o, &mut || poll_accept(&mut info))?;
         ctl.dest(&mine, "hearing that the client is done")?;
-        (s, s.iterations)
+        Measured::bw(s, s.iterations)
     } else {
         // The client writes or reads on its own; we serve its FPDUs until it says done.
         ctl.dest(&mine, "waiting for the client to finish")?;
@@ -1332,30 +1339,18 @@ fn server_session(
         }
         let r = BwReport::decode(&theirs)?;
         ctl.dest(&mine, "closing the exchange")?;
-        (r.sample(), r.iters)
+        Measured::bw(r.sample(), r.iters)
     };
     let deadline = Instant::now() + o.step_timeout;
     while info.is_none() && Instant::now() < deadline {
         ctl.pump();
         poll_accept(&mut info)?;
     }
-
     if let Some(c) = drain_errors(&t) {
         return Err(PerftestError::Completion(c));
     }
-    Ok((
-        PerftestOutcome {
-            sample: Some(Sample::Bw(sample)),
-            messages,
-            histogram: None,
-            peer_version,
-            peer_dest: peer,
-            test_conn: info.clone(),
-            peer_ird_ord,
-            report: report_of(o, Some(Sample::Bw(sample))),
-        },
-        info,
-    ))
+    let out = measured.outcome(o, peer_version, peer, info.clone(), peer_ird_ord);
+    Ok((out, info))
 }
 
 fn drain_errors(t: &TestQp) -> Option<Completion> {
@@ -1622,7 +1617,12 @@ mod tests {
         let s = s.unwrap_err().to_string();
         assert!(s.contains("RFC 5044 7.1.2"), "{s}");
         let c = c.unwrap_err().to_string();
-        assert!(c.contains("ib_write_lat's server writes first"), "{c}");
+        // The whole reason, as the client sees it in the Reject.
+        assert!(
+            c.contains("ib_write_lat's server writes first")
+                && c.ends_with("connect peer-to-peer (RFC 6581)"),
+            "{c}"
+        );
     }
 
     /// Both roles in one process over the in-memory link: the exchange is consistent and

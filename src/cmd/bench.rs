@@ -591,6 +591,15 @@ mod tests {
         a: BenchArgs,
     }
 
+    /// One af_packet port and its lcore, then `rest`.
+    fn deployment(rest: &str) -> Result<appconfig::Config, appconfig::ConfigError> {
+        let text = format!(
+            "[[ports]]\nname = \"p0\"\ndriver = \"af_packet\"\niface = \"veth0\"\n\
+             ipv4 = \"10.9.0.1/24\"\n\n[[lcores]]\nid = 1\nports = [\"p0\"]\n\n{rest}"
+        );
+        appconfig::from_str(&text, "t.toml")
+    }
+
     fn args(line: &[&str]) -> BenchArgs {
         let mut v = vec!["bench"];
         v.extend_from_slice(line);
@@ -600,13 +609,8 @@ mod tests {
     /// `[bench] size` and `iters` are the defaults under `-s`, `-n` and `-D`.
     #[test]
     fn bench_section_gives_size_and_iters() {
-        let cfg = appconfig::from_str(
-            "[[ports]]\nname = \"p0\"\ndriver = \"af_packet\"\niface = \"veth0\"\n\
-             ipv4 = \"10.9.0.1/24\"\n\n[[lcores]]\nid = 1\nports = [\"p0\"]\n\n\
-             [bench]\npeer = \"10.9.0.2:18515\"\nsize = 4096\niters = 77\n",
-            "t.toml",
-        )
-        .unwrap();
+        let cfg =
+            deployment("[bench]\npeer = \"10.9.0.2:18515\"\nsize = 4096\niters = 77\n").unwrap();
         let a = args(&["write-bw"]).with_file_defaults(&cfg);
         assert_eq!((a.size(), a.iters), (4096, Some(77)));
         let a = args(&["write-bw", "-s", "8", "-n", "5"]).with_file_defaults(&cfg);
@@ -615,12 +619,7 @@ mod tests {
         let a = args(&["write-bw", "-D", "2"]).with_file_defaults(&cfg);
         assert_eq!((a.size(), a.iters), (4096, None));
         // Without a [bench] section: the built-in defaults.
-        let bare = appconfig::from_str(
-            "[[ports]]\nname = \"p0\"\ndriver = \"af_packet\"\niface = \"veth0\"\n\
-             ipv4 = \"10.9.0.1/24\"\n\n[[lcores]]\nid = 1\nports = [\"p0\"]\n",
-            "t.toml",
-        )
-        .unwrap();
+        let bare = deployment("").unwrap();
         let a = args(&["write-bw"]).with_file_defaults(&bare);
         assert_eq!((a.size(), a.iters), (DEFAULT_SIZE, None));
     }
@@ -628,14 +627,9 @@ mod tests {
     /// `[bench] test` is gone: a file that still has it is refused at the key.
     #[test]
     fn bench_test_key_is_refused() {
-        let e = appconfig::from_str(
-            "[[ports]]\nname = \"p0\"\ndriver = \"af_packet\"\niface = \"veth0\"\n\
-             ipv4 = \"10.9.0.1/24\"\n\n[[lcores]]\nid = 1\nports = [\"p0\"]\n\n\
-             [bench]\npeer = \"10.9.0.2:18515\"\ntest = \"write\"\n",
-            "t.toml",
-        )
-        .unwrap_err()
-        .to_string();
+        let e = deployment("[bench]\npeer = \"10.9.0.2:18515\"\ntest = \"write\"\n")
+            .unwrap_err()
+            .to_string();
         assert!(
             e.contains("bench.test") && e.contains("unknown field `test`"),
             "{e}"
