@@ -35,7 +35,8 @@ use std::time::{Duration, Instant};
 use crossbeam::channel::{self, Receiver, Sender, TrySendError};
 use dataplane::limits::Limits;
 use dataplane::rings::{
-    CloseReason, ConnId, CoreCmd, CoreEvent, QpPublish, QpRingState, QpRings, CONN_ID_ACTIVE,
+    conn_core, conn_id, CloseReason, ConnId, CoreCmd, CoreEvent, QpPublish, QpRingState, QpRings,
+    MAX_CORES,
 };
 use proto::qp::QpConfig;
 use proto::tcp::FourTuple;
@@ -294,9 +295,12 @@ struct ListenerEntry {
 
 /// The connection manager's state (see the module docs).
 pub struct ConnectionManager {
-    core: Sender<CoreCmd>,
-    /// Commands the core's channel had no room for, in order.
-    outbox: VecDeque<CoreCmd>,
+    /// One channel per core, by core index.
+    cores: Vec<Sender<CoreCmd>>,
+    /// Per core: commands its channel had no room for, in order.
+    outboxes: Vec<VecDeque<CoreCmd>>,
+    /// The core the next active open goes to (round robin).
+    next_core: usize,
     conns: HashMap<ConnId, CmConn>,
     listeners: HashMap<u16, ListenerEntry>,
     next_active: u64,
@@ -352,9 +356,19 @@ fn qp_config(qp: &QpSpec, e: &Established) -> (QpConfig, u16, u16) {
 impl ConnectionManager {
     /// A manager that commands one core through `core`, with `limits`.
     pub fn new(core: Sender<CoreCmd>, limits: Limits) -> Self {
+        Self::with_cores(vec![core], limits)
+    }
+
+    /// A manager of several cores: `cores[i]` commands core `i` (at most
+    /// [`MAX_CORES`]; the rest are not used). Listens go to every core; active opens are
+    /// spread over the cores in turn; commands about a connection go to the core its
+    /// [`ConnId`] names ([`conn_core`]).
+    pub fn with_cores(mut cores: Vec<Sender<CoreCmd>>, limits: Limits) -> Self {
+        cores.truncate(MAX_CORES);
         ConnectionManager {
-            core,
-            outbox: VecDeque::new(),
+            outboxes: cores.iter().map(|_| VecDeque::new()).collect(),
+            cores,
+            next_core: 0,
             conns: HashMap::new(),
             listeners: HashMap::new(),
             next_active: 1,
@@ -374,47 +388,88 @@ impl ConnectionManager {
         self.conns.len()
     }
 
-    /// Commands waiting for room in the core's channel.
+    /// Commands waiting for room in the cores' channels.
     pub fn outbox_len(&self) -> usize {
-        self.outbox.len()
+        self.outboxes.iter().map(VecDeque::len).sum()
     }
 
+    /// Cores commanded.
+    pub fn cores(&self) -> usize {
+        self.cores.len()
+    }
+
+    /// The core a command goes to.
+    fn core_of(cmd: &CoreCmd) -> usize {
+        match cmd {
+            CoreCmd::Listen { .. } | CoreCmd::Unlisten { .. } => 0,
+            CoreCmd::Connect { conn, .. }
+            | CoreCmd::Read { conn }
+            | CoreCmd::Send { conn, .. }
+            | CoreCmd::Publish { conn, .. }
+            | CoreCmd::Close { conn, .. } => conn_core(*conn),
+        }
+    }
+
+    /// Sends a command about a connection to the core that owns it.
     fn send_core(&mut self, cmd: CoreCmd) {
-        if !self.outbox.is_empty() {
+        let i = Self::core_of(&cmd);
+        self.send_to(i, cmd);
+    }
+
+    /// Sends a command to every core (listen, unlisten).
+    fn send_all(&mut self, make: impl Fn() -> CoreCmd) {
+        for i in 0..self.cores.len() {
+            self.send_to(i, make());
+        }
+    }
+
+    fn send_to(&mut self, i: usize, cmd: CoreCmd) {
+        let (Some(core), Some(outbox)) = (self.cores.get(i), self.outboxes.get_mut(i)) else {
+            // No such core: a connection id the cores never made. Nothing to command.
+            return;
+        };
+        if !outbox.is_empty() {
             self.stats.commands_deferred += 1;
-            self.outbox.push_back(cmd);
+            outbox.push_back(cmd);
             return;
         }
-        match self.core.try_send(cmd) {
+        match core.try_send(cmd) {
             Ok(()) => {}
             Err(TrySendError::Full(cmd)) => {
                 self.stats.commands_deferred += 1;
-                self.outbox.push_back(cmd);
+                outbox.push_back(cmd);
             }
             // The core is gone (shutting down).
             Err(TrySendError::Disconnected(_)) => {}
         }
     }
 
-    /// Sends what waits in the outbox while the core's channel has room; true when it is
-    /// empty.
+    /// Sends what waits in the outboxes while the cores' channels have room; true when
+    /// they are empty.
     pub fn flush_outbox(&mut self) -> bool {
-        while let Some(cmd) = self.outbox.pop_front() {
-            match self.core.try_send(cmd) {
-                Ok(()) => {}
-                Err(TrySendError::Full(cmd)) => {
-                    self.outbox.push_front(cmd);
-                    return false;
+        let mut empty = true;
+        for (core, outbox) in self.cores.iter().zip(self.outboxes.iter_mut()) {
+            while let Some(cmd) = outbox.pop_front() {
+                match core.try_send(cmd) {
+                    Ok(()) => {}
+                    Err(TrySendError::Full(cmd)) => {
+                        outbox.push_front(cmd);
+                        empty = false;
+                        break;
+                    }
+                    Err(TrySendError::Disconnected(_)) => outbox.clear(),
                 }
-                Err(TrySendError::Disconnected(_)) => self.outbox.clear(),
             }
         }
-        true
+        empty
     }
 
-    /// Whether a new connection may be started (the core's channel is not backed up).
-    fn has_room(&self) -> bool {
-        self.outbox.len() < self.limits.control_queue
+    /// Whether a new connection may be started on core `i` (its channel is not backed
+    /// up).
+    fn has_room(&self, i: usize) -> bool {
+        self.outboxes
+            .get(i)
+            .is_some_and(|o| o.len() < self.limits.control_queue)
     }
 
     /// Schedules the machine deadline of `id` in the heap, if it is earlier than the one
@@ -462,12 +517,19 @@ impl ConnectionManager {
                     let _ = reply.send(Err(CmError::Api(e)));
                     return true;
                 }
-                if !self.has_room() {
+                // Active opens go to the cores in turn, skipping those whose channel is
+                // backed up.
+                let n = self.cores.len();
+                let Some(core) = (0..n)
+                    .map(|k| (self.next_core + k) % n)
+                    .find(|&i| self.has_room(i))
+                else {
                     self.stats.busy += 1;
                     let _ = reply.send(Err(CmError::Busy("the core's control channel is full")));
                     return true;
-                }
-                let id = CONN_ID_ACTIVE | self.next_active;
+                };
+                self.next_core = (core + 1) % n;
+                let id = conn_id(core, self.next_active, true);
                 self.next_active += 1;
                 let mut c = Self::new_conn(None, None);
                 c.initiator_config = Some(config);
@@ -497,12 +559,12 @@ impl ConnectionManager {
                         requests,
                     },
                 );
-                self.send_core(CoreCmd::Listen { port });
+                self.send_all(|| CoreCmd::Listen { port });
                 let _ = reply.send(Ok(()));
             }
             CmRequest::Unlisten { port } => {
                 if self.listeners.remove(&port).is_some() {
-                    self.send_core(CoreCmd::Unlisten { port });
+                    self.send_all(|| CoreCmd::Unlisten { port });
                 }
             }
             CmRequest::Accept {
@@ -840,18 +902,18 @@ impl Drop for CmHandle {
 }
 
 /// Runs a [`ConnectionManager`] on a new thread named `name`, serving consumer requests
-/// (a channel of [`Limits::control_queue`] requests) and the events of the core commanded
-/// through `core`.
+/// (a channel of [`Limits::control_queue`] requests) and the events of the cores
+/// commanded through `cores` (`cores[i]`: core `i`), which all report to `events`.
 pub fn spawn(
     name: &str,
-    core: Sender<CoreCmd>,
+    cores: Vec<Sender<CoreCmd>>,
     events: Receiver<CoreEvent>,
     limits: Limits,
 ) -> CmHandle {
     let (tx, rx) = channel::bounded::<CmRequest>(limits.control_queue);
     let thread = std::thread::Builder::new()
         .name(name.to_string())
-        .spawn(move || run(ConnectionManager::new(core, limits), rx, events))
+        .spawn(move || run(ConnectionManager::with_cores(cores, limits), rx, events))
         .expect("spawning the control thread");
     CmHandle {
         requests: tx,

@@ -7,6 +7,7 @@
 
 use std::net::{Ipv4Addr, SocketAddrV4};
 
+use dataplane::lcore::steer::{self, Steering};
 use dataplane::lcore::{Core, CoreConfig};
 use dataplane::limits::Limits;
 use dataplane::net::NetConfig;
@@ -127,5 +128,87 @@ pub fn pair_with_limits(
         core_a,
         b,
         core_b,
+    })
+}
+
+/// Two devices of several cores each, joined by a multi-queue in-memory wire
+/// ([`mem::link_multi`]): core `i` of each node polls queue pair `i`, and the wire
+/// spreads flows over the queues by RSS, as a NIC does.
+#[derive(Debug)]
+pub struct MultiPair {
+    /// Node A (the client in benchmarks).
+    pub a: Device,
+    /// A's cores, by index.
+    pub cores_a: Vec<Core>,
+    /// Node B (the server).
+    pub b: Device,
+    /// B's cores, by index.
+    pub cores_b: Vec<Core>,
+}
+
+impl MultiPair {
+    /// Where B listens for benchmarks.
+    pub fn server_addr(&self) -> SocketAddrV4 {
+        SocketAddrV4::new(ADDR_B, BENCH_PORT)
+    }
+}
+
+/// The most cores per node of [`pair_cores`].
+pub const MAX_CORES: usize = mem::MAX_QUEUES;
+
+/// A device of `ports.len()` cores at `addr` (a /24), one per queue pair, grouped by the
+/// symmetric RSS of the in-memory wire ([`Steering::group`]).
+pub fn node_cores(
+    ports: Vec<mem::MemPort>,
+    addr: Ipv4Addr,
+    tcp: tcp::Config,
+    limits: Limits,
+) -> (Device, Vec<Core>) {
+    let n = ports.len();
+    let cfgs = ports
+        .into_iter()
+        .map(|port| {
+            let cfg = CoreConfig {
+                net: NetConfig {
+                    mac: port.mac(),
+                    addr,
+                    prefix_len: 24,
+                    gateway: None,
+                    mtu: port.mtu(),
+                },
+                tcp: tcp.clone(),
+                isn_key: None,
+                limits,
+            };
+            (cfg, Box::new(port) as Box<dyn Port>)
+        })
+        .collect();
+    let steering = (n > 1).then(|| {
+        let rss = wire::rss::Rss::symmetric(n).expect("at least one core");
+        Steering::group(rss, steer::DEFAULT_INBOX)
+    });
+    let (dev, mut cores) = verbs::open_group(cfgs, steering);
+    for c in &mut cores {
+        c.set_idle_yield(IDLE_YIELD_POLLS);
+    }
+    (dev, cores)
+}
+
+/// Builds a pair of `cores`-core nodes (1..=[`MAX_CORES`]) like [`pair_with_limits`].
+pub fn pair_cores(
+    a_to_b: WireConfig,
+    b_to_a: WireConfig,
+    tcp: tcp::Config,
+    limits: Limits,
+    cores: usize,
+) -> Result<MultiPair, WireConfigError> {
+    let (pa, pb) = mem::link_multi(a_to_b, b_to_a, cores)?;
+    let (a, cores_a) = node_cores(pa, ADDR_A, tcp.clone(), limits);
+    let (b, cores_b) = node_cores(pb, ADDR_B, tcp, limits);
+    Ok(MultiPair {
+        a,
+        cores_a,
+        b,
+        cores_b,
     })
 }

@@ -28,6 +28,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use crossbeam::channel::{self, Receiver, RecvTimeoutError, TryRecvError, TrySendError};
+pub use dataplane::lcore::steer::Steering;
 pub use dataplane::lcore::{AlignmentStats, Core, CoreConfig, CoreGauges, CoreStats};
 pub use dataplane::limits::Limits;
 use dataplane::port::Port;
@@ -56,8 +57,8 @@ struct DeviceInner {
 /// in the control thread's queue.
 const MUST_DELIVER: Duration = Duration::from_secs(5);
 
-/// An iWARP device: one core (its port and TCP/MPA/DDP/RDMAP engines) and its control
-/// thread. Cheap to clone.
+/// An iWARP device: its cores (each with its queue pair of the port and its TCP, MPA,
+/// DDP and RDMAP engines) and its control thread. Cheap to clone.
 #[derive(Clone)]
 pub struct Device {
     inner: Arc<DeviceInner>,
@@ -76,12 +77,46 @@ impl std::fmt::Debug for Device {
 /// Every channel between the consumer, the control thread and the core holds at most
 /// [`Limits::control_queue`] messages (`cfg.limits`).
 pub fn open(cfg: CoreConfig, port: Box<dyn Port>) -> (Device, Core) {
-    let limits = cfg.limits;
+    let (dev, mut cores) = open_group(vec![(cfg, port)], None);
+    let core = cores.pop().expect("one core for one port");
+    (dev, core)
+}
+
+/// Opens a device of several share-nothing cores, one per element of `cores` (its
+/// configuration and its queue pair of the device), joined in one group by `steering`
+/// (one [`Steering`] per core, in the same order: see
+/// [`dataplane::lcore::steer`]), with one control thread. Core `i` gets
+/// `steering[i]`; `None` (one core) needs none. Every core runs on a thread of its own
+/// ([`spawn_core`]); the [`Limits`] are those of the first core's configuration.
+///
+/// # Panics
+/// If `cores` is empty, or `steering` does not give one entry per core.
+pub fn open_group(
+    cores: Vec<(CoreConfig, Box<dyn Port>)>,
+    steering: Option<Vec<Steering>>,
+) -> (Device, Vec<Core>) {
+    assert!(!cores.is_empty(), "a device needs a core");
+    if let Some(s) = &steering {
+        assert_eq!(s.len(), cores.len(), "one Steering per core");
+    }
+    let limits = cores[0].0.limits;
     let mrs = Arc::new(MrTable::new());
-    let (cmd_tx, cmd_rx) = channel::bounded(limits.control_queue);
     let (ev_tx, ev_rx) = channel::bounded(limits.control_queue);
-    let core = Core::new(cfg, port, mrs.clone(), cmd_rx, ev_tx);
-    let handle = cm::spawn("iwarp-control", cmd_tx, ev_rx, limits);
+    let mut senders = Vec::with_capacity(cores.len());
+    let mut steering = steering.map(Vec::into_iter);
+    let cores: Vec<Core> = cores
+        .into_iter()
+        .map(|(cfg, port)| {
+            let (cmd_tx, cmd_rx) = channel::bounded(limits.control_queue);
+            senders.push(cmd_tx);
+            let mut core = Core::new(cfg, port, mrs.clone(), cmd_rx, ev_tx.clone());
+            if let Some(s) = steering.as_mut().and_then(Iterator::next) {
+                core.set_steering(s);
+            }
+            core
+        })
+        .collect();
+    let handle = cm::spawn("iwarp-control", senders, ev_rx, limits);
     let requests = handle.requests.clone();
     let dev = Device {
         inner: Arc::new(DeviceInner {
@@ -92,7 +127,7 @@ pub fn open(cfg: CoreConfig, port: Box<dyn Port>) -> (Device, Core) {
             limits,
         }),
     };
-    (dev, core)
+    (dev, cores)
 }
 
 /// A core running on its own thread; [`CoreThread::stop`] (or drop) ends it and gives

@@ -251,6 +251,8 @@ pub struct Net {
     requested: AddrMap<Instant>,
     replies: VecDeque<Reply>,
     stats: NetStats,
+    /// Answer ARP requests (off while learning from another core's copy).
+    answer_arp: bool,
 }
 
 fn key(a: Ipv4Address) -> u32 {
@@ -273,6 +275,7 @@ impl Net {
             requested: AddrMap::default(),
             replies: VecDeque::new(),
             stats: NetStats::default(),
+            answer_arp: true,
         }
     }
 
@@ -354,6 +357,14 @@ impl Net {
             }
         }
         rx
+    }
+
+    /// Learns from a copy of an ARP frame another core of the group received and answered
+    /// ([`crate::lcore::steer`]): the mapping is taken, nothing is answered.
+    pub fn on_arp_copy(&mut self, now: Instant, frame: &[u8]) {
+        self.answer_arp = false;
+        let _ = self.on_frame(now, frame);
+        self.answer_arp = true;
     }
 
     /// Writes the queued answers into `port`, oldest first, until it has no room (the rest
@@ -669,7 +680,7 @@ impl Net {
             self.learn(now, spa, sha);
             self.requested.remove(&key(spa));
         }
-        if operation == ArpOperation::Request {
+        if operation == ArpOperation::Request && self.answer_arp {
             let reply = ArpRepr::EthernetIpv4 {
                 operation: ArpOperation::Reply,
                 source_hardware_addr: self.cfg.mac,

@@ -33,12 +33,36 @@ use proto::tcp::FourTuple;
 use wire::mpa::fpdu::FpduMode;
 use wire::rdmap::Terminate;
 
-/// Names one TCP connection of a core. The control thread picks the ids of the connections
-/// it opens ([`CONN_ID_ACTIVE`] set); the core picks those it accepts.
+/// Names one TCP connection of a device. The control thread picks the ids of the
+/// connections it opens ([`CONN_ID_ACTIVE`] set); the core picks those it accepts. Bits
+/// [`CONN_ID_CORE_SHIFT`].. hold the index of the core that owns the connection
+/// ([`conn_core`]), so the control thread knows where to send its commands.
 pub type ConnId = u64;
 
 /// Bit set in the [`ConnId`]s of actively opened connections.
 pub const CONN_ID_ACTIVE: ConnId = 1 << 63;
+
+/// Where the owning core's index starts in a [`ConnId`] (8 bits: up to 256 cores).
+pub const CONN_ID_CORE_SHIFT: u32 = 48;
+
+/// The most cores one device has ([`ConnId`] holds the index in 8 bits).
+pub const MAX_CORES: usize = 256;
+
+/// The index of the core that owns connection `id`.
+pub fn conn_core(id: ConnId) -> usize {
+    ((id >> CONN_ID_CORE_SHIFT) & 0xff) as usize
+}
+
+/// The id of the `n`-th connection (counting from 1) of core `core`, `active` for an
+/// active open.
+pub fn conn_id(core: usize, n: u64, active: bool) -> ConnId {
+    let id = ((core as u64 & 0xff) << CONN_ID_CORE_SHIFT) | (n & ((1 << CONN_ID_CORE_SHIFT) - 1));
+    if active {
+        id | CONN_ID_ACTIVE
+    } else {
+        id
+    }
+}
 
 /// A completion queue: filled by the core, drained by the consumer.
 #[derive(Debug)]

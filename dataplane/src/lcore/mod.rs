@@ -26,6 +26,7 @@
 //! [`CoreCmd::Publish`] the octets the startup machine did not consume come back and are
 //! deframed first. Nothing is copied twice or replayed.
 
+pub mod steer;
 mod table;
 mod timers;
 
@@ -54,6 +55,7 @@ use wire::mpa::fpdu::{mulpdu, Framer};
 use wire::mpa::MpaErrorCode;
 use wire::rdmap::TermError;
 
+use steer::Steering;
 use table::{Table, Token};
 use timers::Timers;
 
@@ -122,6 +124,14 @@ pub struct CoreStats {
     pub time_wait_evicted: u64,
     /// Events held back because the control channel was full (a gauge of pressure).
     pub events_deferred: u64,
+    /// Frames this core received for a flow another core owns and handed to it (the
+    /// software fallback of [`steer`]; 0 where the device steers every flow to its owner).
+    pub handed_off: u64,
+    /// Frames other cores handed to this one (ARP copies included).
+    pub handed_in: u64,
+    /// Frames that could not be handed over: the owner's inbox was full (dropped; TCP
+    /// retransmits them).
+    pub handoff_dropped: u64,
 }
 
 /// How full a core is now.
@@ -323,6 +333,8 @@ pub struct Core {
     alignment_closed: AlignmentStats,
     /// `IWARP_DEBUG` set: print each QP that leaves RTS, with its Terminates, to stderr.
     trace_qp_errors: bool,
+    /// This core's place in a group of cores (`None`: the only core).
+    steer: Option<Steering>,
 }
 
 impl std::fmt::Debug for Core {
@@ -390,8 +402,23 @@ impl Core {
             idle_polls: 0,
             alignment_closed: AlignmentStats::default(),
             trace_qp_errors: std::env::var_os("IWARP_DEBUG").is_some(),
+            steer: None,
             cfg,
         }
+    }
+
+    /// Makes this core one of a group ([`steer`]): it accepts only the flows the group's
+    /// hash gives it, hands other cores' frames to them, opens connections from local
+    /// ports that hash to it, and numbers its connections in its own range
+    /// ([`crate::rings::conn_id`]). Call before the first poll.
+    pub fn set_steering(&mut self, s: Steering) {
+        self.next_passive = crate::rings::conn_id(s.index(), 1, false);
+        self.steer = (s.cores() > 1).then_some(s);
+    }
+
+    /// The index of this core in its group (0 for a lone core).
+    pub fn index(&self) -> usize {
+        self.steer.as_ref().map_or(0, |s| s.index())
     }
 
     /// Our IPv4 address.
@@ -705,6 +732,7 @@ impl Core {
             if !self.table.has_tuple(&tuple)
                 && !self.time_wait.contains_key(&tuple)
                 && !self.listeners.contains_key(&p)
+                && self.steer.as_ref().is_none_or(|s| s.owns(&tuple))
             {
                 found = true;
                 break;
@@ -861,32 +889,67 @@ impl Core {
             stats,
             time_wait,
             active,
+            steer,
             ..
         } = self;
+        let steer = steer.as_ref();
         let mut accepted: Vec<Box<Connection>> = Vec::new();
         let mut replies: Vec<(FourTuple, smoltcp::wire::TcpRepr<'static>)> = Vec::new();
-        let n = port.rx_burst_checked(RX_BURST, &mut |frame, verdict| {
-            let Rx::Tcp { src, dst, segment } = net.on_frame(now, frame) else {
+        // One frame, from the port or (`handed`) from another core's hand-off (`arp_copy`:
+        // a copy of an ARP frame to learn from).
+        let mut on_frame = |frame: &[u8], verdict: RxChecksum, handed: bool, arp_copy: bool| {
+            if handed {
+                stats.handed_in += 1;
+                if arp_copy {
+                    net.on_arp_copy(now, frame);
+                    return;
+                }
+            }
+            let rx = net.on_frame(now, frame);
+            if let Some(s) = steer {
+                if !handed && rx == Rx::Handled && frame.get(12..14) == Some(&[0x08, 0x06]) {
+                    // Every core resolves its own next hops: they all learn from it.
+                    stats.handoff_dropped += s.copy_arp(frame);
+                }
+            }
+            let Rx::Tcp { src, dst, segment } = rx else {
                 return;
             };
             if verdict == RxChecksum::Bad {
                 stats.bad_segments += 1;
                 return;
             }
-            let check = verdict != RxChecksum::Good;
-            let Some(repr) = wire::tcp::segment_from_bytes_with(src, dst, segment, check) else {
+            let Some(ports) = segment.get(..4) else {
                 stats.bad_segments += 1;
                 return;
             };
             let tuple = FourTuple {
                 local_addr: dst,
-                local_port: repr.dst_port,
+                local_port: u16::from_be_bytes([ports[2], ports[3]]),
                 remote_addr: src,
-                remote_port: repr.src_port,
+                remote_port: u16::from_be_bytes([ports[0], ports[1]]),
             };
             let found = match *last_rx {
                 Some((t, tok)) if t == tuple => Some(tok),
                 _ => table.find_tuple(&tuple),
+            };
+            if found.is_none() && !handed {
+                if let Some(s) = steer {
+                    let owner = s.owner(&tuple);
+                    if owner != s.index() {
+                        if s.hand(owner, frame, verdict) {
+                            stats.handed_off += 1;
+                        } else {
+                            stats.handoff_dropped += 1;
+                        }
+                        return;
+                    }
+                }
+            }
+            let check = verdict != RxChecksum::Good;
+            let Some(repr) = wire::tcp::segment_from_bytes_with(src, dst, segment, check) else {
+                stats.bad_segments += 1;
+                return;
             };
             if let Some(tok) = found {
                 if let Some(c) = table.get_mut(tok) {
@@ -948,7 +1011,19 @@ impl Core {
                     }
                 }
             }
+        };
+        let mut n = port.rx_burst_checked(RX_BURST, &mut |frame, verdict| {
+            on_frame(frame, verdict, false, false)
         });
+        if let Some(s) = steer {
+            for _ in 0..RX_BURST {
+                let Some(h) = s.take() else {
+                    break;
+                };
+                n += 1;
+                on_frame(&h.frame, h.verdict, true, h.arp_copy);
+            }
+        }
         // ARP and echo answers made during the burst, now that the port is free.
         self.net.transmit_replies(&mut *self.port);
         for (tuple, r) in replies {

@@ -45,6 +45,7 @@ use std::fmt;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
+use wire::rss::Rss;
 
 /// Octets of an Ethernet header (no VLAN tag, no FCS).
 pub const ETHERNET_HEADER_LEN: usize = 14;
@@ -124,6 +125,8 @@ pub enum WireConfigError {
     Capacity(usize),
     /// `mac` is not a unicast address.
     Mac(EthernetAddress),
+    /// A queue count of 0 or above [`MAX_QUEUES`] ([`link_multi`]).
+    Queues(usize),
 }
 
 impl fmt::Display for WireConfigError {
@@ -139,6 +142,9 @@ impl fmt::Display for WireConfigError {
                 write!(f, "wire capacity {c} is not in 1..={MAX_CAPACITY}")
             }
             WireConfigError::Mac(m) => write!(f, "wire MAC {m} is not unicast"),
+            WireConfigError::Queues(q) => {
+                write!(f, "wire queue count {q} is not in 1..={MAX_QUEUES}")
+            }
         }
     }
 }
@@ -363,7 +369,10 @@ impl Tail {
 
 /// One direction: frames on the wire, buffers on their way back, counters.
 struct Direction {
-    queue: ArrayQueue<Frame>,
+    /// One queue per receiving port ([`link_multi`]); frames go to the queue the
+    /// receiver's `rss` picks.
+    queues: Vec<ArrayQueue<Frame>>,
+    rss: Option<Rss>,
     free: ArrayQueue<Vec<u8>>,
     in_flight: CachePadded<AtomicUsize>,
     /// Written by the sender only.
@@ -373,9 +382,11 @@ struct Direction {
 }
 
 impl Direction {
-    fn new(capacity: usize) -> Self {
+    fn new(capacity: usize, queues: usize, key: [u8; wire::rss::KEY_LEN]) -> Self {
+        let queues = queues.max(1);
         Direction {
-            queue: ArrayQueue::new(capacity),
+            queues: (0..queues).map(|_| ArrayQueue::new(capacity)).collect(),
+            rss: (queues > 1).then(|| Rss::new(key, queues).expect("at least one queue")),
             free: ArrayQueue::new(capacity),
             in_flight: CachePadded::new(AtomicUsize::new(0)),
             tx: CachePadded::new(Counters::default()),
@@ -428,6 +439,8 @@ pub struct MemPort {
     link: Arc<[Direction; 2]>,
     /// Index of the direction this port sends on; it receives on the other.
     out: usize,
+    /// The queue of the other direction this port receives from.
+    queue: usize,
     mac: EthernetAddress,
     cfg: WireConfig,
     /// The faults of this direction (none on a perfect wire).
@@ -470,24 +483,77 @@ const DEFAULT_MACS: [EthernetAddress; 2] = [
 ];
 
 fn make_link(a: WireConfig, b: WireConfig) -> (MemPort, MemPort) {
-    let link = Arc::new([Direction::new(a.capacity), Direction::new(b.capacity)]);
-    let port = |out: usize, cfg: WireConfig| MemPort {
+    let (mut first, mut second) = make_links(a, b, 1, wire::rss::SYMMETRIC_KEY);
+    (first.remove(0), second.remove(0))
+}
+
+/// Two devices of `queues` queue pairs each joined by a wire, as [`link`] joins two
+/// ports: element `i` of each side is its queue pair `i` (one per core). Frames are
+/// spread over the receiving side's queues the way a NIC's RSS does it, by the Toeplitz
+/// hash of IPv4/TCP frames under [`wire::rss::SYMMETRIC_KEY`] with the round-robin
+/// indirection table of [`Rss::symmetric`]; other frames (ARP) go to queue 0. `a`
+/// configures the frames the first side sends (its capacity is shared by all of its
+/// queues), `b` the reverse.
+pub fn link_multi(
+    a: WireConfig,
+    b: WireConfig,
+    queues: usize,
+) -> Result<(Vec<MemPort>, Vec<MemPort>), WireConfigError> {
+    a.validate()?;
+    b.validate()?;
+    if queues == 0 || queues > MAX_QUEUES {
+        return Err(WireConfigError::Queues(queues));
+    }
+    Ok(make_links(a, b, queues, wire::rss::SYMMETRIC_KEY))
+}
+
+/// [`link_multi`] with the receiving sides hashing under `key` instead of the symmetric
+/// key (a device whose steering its cores do not know: tests of the software fallback).
+pub fn link_multi_keyed(
+    a: WireConfig,
+    b: WireConfig,
+    queues: usize,
+    key: [u8; wire::rss::KEY_LEN],
+) -> Result<(Vec<MemPort>, Vec<MemPort>), WireConfigError> {
+    a.validate()?;
+    b.validate()?;
+    if queues == 0 || queues > MAX_QUEUES {
+        return Err(WireConfigError::Queues(queues));
+    }
+    Ok(make_links(a, b, queues, key))
+}
+
+/// The most queue pairs [`link_multi`] makes per side.
+pub const MAX_QUEUES: usize = 64;
+
+fn make_links(
+    a: WireConfig,
+    b: WireConfig,
+    queues: usize,
+    key: [u8; wire::rss::KEY_LEN],
+) -> (Vec<MemPort>, Vec<MemPort>) {
+    let link = Arc::new([
+        Direction::new(a.capacity, queues, key),
+        Direction::new(b.capacity, queues, key),
+    ]);
+    let port = |out: usize, queue: usize, cfg: WireConfig| MemPort {
         link: link.clone(),
         out,
+        queue,
         mac: cfg.mac.unwrap_or(DEFAULT_MACS[out]),
-        // Distinct streams per direction even for equal seeds.
+        // Distinct streams per direction and queue even for equal seeds.
         injector: cfg
             .faults
             .any()
-            .then(|| FaultInjector::new(cfg.faults, out as u64)),
+            .then(|| FaultInjector::new(cfg.faults, (out + 2 * queue) as u64)),
         cfg,
         pending: Vec::new(),
         held: BinaryHeap::new(),
         held_seq: 0,
         stats: PortStats::default(),
     };
-    let first = port(0, a);
-    let second = port(1, b);
+    let first = (0..queues).map(|q| port(0, q, a.clone())).collect();
+    let second = (0..queues).map(|q| port(1, q, b.clone())).collect();
     (first, second)
 }
 
@@ -685,7 +751,9 @@ impl Port for MemPort {
             }
         }
         while taken < max {
-            let Some(frame) = dir.queue.pop() else { break };
+            let Some(frame) = dir.queues[self.queue].pop() else {
+                break;
+            };
             match frame.due {
                 None => {
                     deliver(frame.into_data(), &mut taken);
@@ -737,7 +805,11 @@ impl Port for MemPort {
         dir.in_flight
             .fetch_add(self.pending.len(), Ordering::AcqRel);
         for frame in self.pending.drain(..) {
-            if let Err(frame) = dir.queue.push(frame) {
+            let q = dir
+                .rss
+                .as_ref()
+                .map_or(0, |r| r.queue_of_frame(&frame.data));
+            if let Err(frame) = dir.queues[q].push(frame) {
                 // Cannot happen (in-flight frames never exceed the queue's capacity), but
                 // never panic on the data path.
                 dir.in_flight.fetch_sub(1, Ordering::Release);

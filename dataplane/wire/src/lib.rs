@@ -12,6 +12,8 @@
 //! * [`rdmap`]: RDMAP (RFC 5040): opcodes, the RDMA Read Request header, Terminate, the
 //!   Terminate error triplet of every layer ([`rdmap::TermError`]), and the whole
 //!   ULPDUs connection setup needs (the RFC 6581 RTR messages).
+//! * [`rss`]: receive-side scaling: the Toeplitz hash and indirection table NICs steer
+//!   flows to queues with.
 //! * [`tcp`]: the TCP segment in IPv4: 4-tuple, serialization, parsing, checksums.
 #![forbid(unsafe_code)]
 
@@ -65,6 +67,7 @@ pub mod crc;
 pub mod ddp;
 pub mod mpa;
 pub mod rdmap;
+pub mod rss;
 pub mod tcp;
 
 /// Hex text (white space ignored) to octets, for this crate's unit tests.
