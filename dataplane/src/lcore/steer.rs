@@ -17,7 +17,6 @@
 //! to resolve its peers, are copied to every other core, which learns from them without
 //! answering.
 
-use std::net::Ipv4Addr;
 use std::sync::Arc;
 
 use crossbeam::queue::ArrayQueue;
@@ -83,8 +82,8 @@ impl Steering {
     /// the NIC hashes a packet the peer sends.
     pub fn owner(&self, tuple: &FourTuple) -> usize {
         self.rss.queue_ipv4_tcp(
-            Ipv4Addr::from(tuple.remote_addr),
-            Ipv4Addr::from(tuple.local_addr),
+            tuple.remote_addr,
+            tuple.local_addr,
             tuple.remote_port,
             tuple.local_port,
         )
