@@ -23,6 +23,13 @@ use control::verbs::{
     RecvWr, SendWr, WcOpcode, WcStatus,
 };
 
+/// Empty CQ polls a consumer without a core spins before it yields.
+pub const IDLE_SPINS: u32 = 64;
+/// Empty CQ polls after which a consumer without a core sleeps between polls.
+pub const IDLE_SLEEPS_AFTER: u32 = 1024;
+/// How long it sleeps then.
+pub const IDLE_SLEEP: Duration = Duration::from_micros(20);
+
 /// Longest any wait goes without progress, by default.
 pub const DEFAULT_STALL: Duration = Duration::from_secs(10);
 
@@ -98,6 +105,9 @@ pub struct Endpoint<C = Core> {
     pub stall: Duration,
     /// Completions [`Endpoint::wait_wr`] took from the CQ and has not handed out yet.
     backlog: VecDeque<Completion>,
+    /// Empty polls in a row, without a core ([`Endpoint::back_off`]).
+    idle: u32,
+    back_off: bool,
 }
 
 impl<C: BorrowMut<Core>> Endpoint<C> {
@@ -118,6 +128,8 @@ impl<C: BorrowMut<Core>> Endpoint<C> {
             done: Vec::with_capacity(256),
             stall: DEFAULT_STALL,
             backlog: VecDeque::new(),
+            idle: 0,
+            back_off: false,
         }
     }
 
@@ -144,6 +156,14 @@ impl<C: BorrowMut<Core>> Endpoint<C> {
         self.core.as_mut().map(|c| c.borrow_mut())
     }
 
+    /// Makes an endpoint without a core back off when its CQ is empty (spin, yield, then
+    /// short sleeps): for a consumer alone on its thread, whose waiting must leave the
+    /// CPUs to the poll-mode cores. Not for one stepped in turn with others on a core's
+    /// thread, where a sleep would stall the core.
+    pub fn back_off_when_idle(&mut self) {
+        self.back_off = true;
+    }
+
     /// One poll of the core (when this endpoint drives one), else a yield.
     fn poll_core(&mut self) {
         match self.core.as_mut() {
@@ -151,6 +171,27 @@ impl<C: BorrowMut<Core>> Endpoint<C> {
                 c.borrow_mut().poll();
             }
             None => std::thread::yield_now(),
+        }
+    }
+
+    /// With [`Endpoint::back_off_when_idle`] (a consumer on a thread of its own, its core
+    /// polled elsewhere), a consumer that finds nothing in its CQ backs off, so that the
+    /// poll-mode cores (on threads of their own) keep the CPUs: it spins
+    /// [`IDLE_SPINS`] empty polls, then yields, then sleeps [`IDLE_SLEEP`] per empty poll
+    /// once [`IDLE_SLEEPS_AFTER`] have gone by. Any completion resets it.
+    fn back_off(&mut self, n: usize) {
+        if !self.back_off || self.core.is_some() {
+            return;
+        }
+        if n > 0 {
+            self.idle = 0;
+            return;
+        }
+        self.idle = self.idle.saturating_add(1);
+        if self.idle > IDLE_SLEEPS_AFTER {
+            std::thread::sleep(IDLE_SLEEP);
+        } else if self.idle > IDLE_SPINS {
+            std::thread::yield_now();
         }
     }
 
@@ -163,6 +204,7 @@ impl<C: BorrowMut<Core>> Endpoint<C> {
         }
         self.done.clear();
         let n = self.cq.poll(&mut self.done, 256);
+        self.back_off(n);
         if let Some(c) = self.done.iter().find(|c| c.status != WcStatus::Success) {
             return Err(DriverError::Completion(*c));
         }
@@ -176,7 +218,9 @@ impl<C: BorrowMut<Core>> Endpoint<C> {
             c.borrow_mut().poll();
         }
         self.done.clear();
-        self.cq.poll(&mut self.done, 256)
+        let n = self.cq.poll(&mut self.done, 256);
+        self.back_off(n);
+        n
     }
 
     /// Waits for a pending connection answer.

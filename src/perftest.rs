@@ -732,12 +732,16 @@ fn report_of(o: &PerftestOptions, sample: Option<Sample>) -> Report {
                 o.tx_depth as u64
             },
             post_list: 1,
+            qps: 1,
+            cores: 1,
+            bidirectional: false,
         },
         samples: sample.into_iter().collect(),
         verify: None,
         alignment: None,
         thresholds: None,
         intervals: Vec::new(),
+        per_qp: Vec::new(),
         schema: crate::report::REPORT_SCHEMA,
     }
 }

@@ -560,6 +560,19 @@ pub struct ReportParams {
     /// Work requests per doorbell (`-l`).
     #[serde(default)]
     pub post_list: u64,
+    /// QPs per direction (`-q`); the samples are their aggregate when above 1.
+    #[serde(default = "one")]
+    pub qps: u64,
+    /// Poll-mode cores per node (`--cores`, or the deployment's).
+    #[serde(default = "one")]
+    pub cores: u64,
+    /// Both directions at once (`-b`).
+    #[serde(default)]
+    pub bidirectional: bool,
+}
+
+fn one() -> u64 {
+    1
 }
 
 /// One result line: bandwidth or latency.
@@ -650,6 +663,24 @@ pub struct Report {
     /// in order; the text shows them as the run goes.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub intervals: Vec<IntervalSample>,
+    /// The figures of each QP of a multi-QP run (`-q`, `-b`); `samples` is then their
+    /// aggregate: every QP's octets over the time from the first QP's start to the last
+    /// one's end, per size.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub per_qp: Vec<QpSamples>,
+}
+
+/// One QP's figures in a multi-QP run.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct QpSamples {
+    /// Its index (0-based, per direction).
+    pub qp: u64,
+    /// The client's node: `"A"` (A to B) or `"B"` (B to A, with `-b`).
+    pub direction: String,
+    /// The index of the client core its connection ran on.
+    pub core: u64,
+    /// One line per size.
+    pub samples: Vec<Sample>,
 }
 
 /// The report as one JSON object (pretty-printed, ending in a newline). The figures are
@@ -842,6 +873,46 @@ pub fn to_text(report: &Report) -> String {
                 out,
                 " size {bytes}: lowest interval bandwidth {v:.2} {unit}"
             );
+        }
+    }
+    if !report.per_qp.is_empty() {
+        let _ = writeln!(
+            out,
+            " aggregate of {} QPs ({} per direction{}) on {} core(s) per node; per QP:",
+            report.per_qp.len(),
+            report.params.qps,
+            if report.params.bidirectional {
+                ", both directions"
+            } else {
+                ""
+            },
+            report.params.cores
+        );
+        for q in &report.per_qp {
+            for s in &q.samples {
+                match s {
+                    Sample::Bw(b) => {
+                        let (v, unit) = if report.params.report_gbits {
+                            (gbits(b.avg_mib_s), "Gb/sec")
+                        } else {
+                            (b.avg_mib_s, "MiB/sec")
+                        };
+                        let _ = writeln!(
+                            out,
+                            "  QP {}{} (core {}): {} octets x {}: {v:.2} {unit}, {:.6} Mpps",
+                            q.direction, q.qp, q.core, b.bytes, b.iterations, b.msg_rate_mpps
+                        );
+                    }
+                    Sample::Lat(l) => {
+                        let _ = writeln!(
+                            out,
+                            "  QP {}{} (core {}): {} octets x {}: t_typical {:.2} usec, \
+                             99% {:.2} usec",
+                            q.direction, q.qp, q.core, l.bytes, l.iterations, l.t_typical, l.p99
+                        );
+                    }
+                }
+            }
         }
     }
     if let Some(a) = &report.alignment {

@@ -393,3 +393,44 @@ fn deployments_are_checked_against_the_machine_first() {
     );
     assert!(!t.contains("EAL"), "EAL must not have started:\n{t}");
 }
+
+#[test]
+fn qps_cores_and_both_directions() {
+    let r = json(&[
+        "write-bw", "-q", "4", "--cores", "2", "-b", "-s", "4096", "-n", "50", "--verify",
+    ]);
+    assert_eq!(r["params"]["qps"], 4);
+    assert_eq!(r["params"]["cores"], 2);
+    assert_eq!(r["params"]["bidirectional"], true);
+    let per_qp = r["per_qp"].as_array().unwrap();
+    assert_eq!(per_qp.len(), 8);
+    for q in per_qp {
+        assert_eq!(q["core"], q["qp"].as_u64().unwrap() % 2, "{q}");
+    }
+    assert_eq!(r["samples"][0]["iterations"], 8 * 50);
+    assert_eq!(r["verify"]["verified_octets"], 8 * 50 * 4096);
+    // One QP, one core: no per-QP block.
+    let r = json(&["write-bw", "-s", "4096", "-n", "50"]);
+    assert!(r.get("per_qp").is_none());
+    assert_eq!(r["params"]["qps"], 1);
+    // The text shows each QP.
+    let o = iwarp(&[
+        "bench", "send-lat", "-q", "2", "--cores", "2", "-s", "64", "-n", "20",
+    ]);
+    assert!(o.status.success(), "{}", text(&o));
+    let t = text(&o);
+    assert!(t.contains("aggregate of 2 QPs"), "{t}");
+    assert!(
+        t.contains("QP A1 (core 1)") && t.contains("t_typical"),
+        "{t}"
+    );
+    refused(
+        &["write-bw", "--cores", "0"],
+        "--cores must be within 1..=64",
+    );
+    refused(&["write-bw", "-q", "0"], "-q must be within");
+    refused(
+        &["write-bw", "-q", "2", "--interval", "1"],
+        "are for one QP",
+    );
+}

@@ -25,6 +25,9 @@ fn params() -> ReportParams {
         report_gbits: false,
         tx_depth: 0,
         post_list: 0,
+        qps: 1,
+        cores: 1,
+        bidirectional: false,
     }
 }
 
@@ -150,6 +153,7 @@ fn whole_report_text() {
         alignment: None,
         thresholds: None,
         intervals: Vec::new(),
+        per_qp: Vec::new(),
         schema: REPORT_SCHEMA,
     };
     let t = to_text(&r);
@@ -179,6 +183,7 @@ fn json_round_trip() {
         alignment: None,
         thresholds: None,
         intervals: Vec::new(),
+        per_qp: Vec::new(),
         schema: REPORT_SCHEMA,
     };
     let j = to_json(&r);
@@ -211,6 +216,7 @@ fn json_and_text_show_the_same_figures() {
         alignment: None,
         thresholds: None,
         intervals: Vec::new(),
+        per_qp: Vec::new(),
         schema: REPORT_SCHEMA,
     };
     let v: serde_json::Value = serde_json::from_str(&to_json(&r)).unwrap();

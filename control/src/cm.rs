@@ -111,6 +111,8 @@ pub enum CmError {
     /// No answer within this bound (the core is not running, or the control thread is
     /// stuck).
     TimedOut(Duration),
+    /// A connect asked for core `.0` of a device with `.1` cores.
+    NoSuchCore(usize, usize),
 }
 
 impl fmt::Display for CmError {
@@ -144,6 +146,13 @@ impl fmt::Display for CmError {
             CmError::Shutdown => f.write_str("connection manager shut down"),
             CmError::Busy(what) => write!(f, "busy: {what}"),
             CmError::TimedOut(d) => write!(f, "no answer within {d:?}"),
+            CmError::NoSuchCore(c, n) => {
+                write!(
+                    f,
+                    "no core {c}: the device has {n} (0..={})",
+                    n.saturating_sub(1)
+                )
+            }
         }
     }
 }
@@ -171,6 +180,8 @@ pub enum CmRequest {
     Connect {
         /// Where to.
         remote: SocketAddrV4,
+        /// The core to open it from (`None`: the cores in turn).
+        core: Option<usize>,
         /// The QP.
         qp: QpSpec,
         /// MPA parameters.
@@ -509,6 +520,7 @@ impl ConnectionManager {
         match req {
             CmRequest::Connect {
                 remote,
+                core,
                 qp,
                 config,
                 reply,
@@ -517,18 +529,27 @@ impl ConnectionManager {
                     let _ = reply.send(Err(CmError::Api(e)));
                     return true;
                 }
-                // Active opens go to the cores in turn, skipping those whose channel is
-                // backed up.
+                // Active opens go where asked, else to the cores in turn, skipping those
+                // whose channel is backed up.
                 let n = self.cores.len();
-                let Some(core) = (0..n)
-                    .map(|k| (self.next_core + k) % n)
-                    .find(|&i| self.has_room(i))
-                else {
+                if let Some(c) = core.filter(|&c| c >= n) {
+                    let _ = reply.send(Err(CmError::NoSuchCore(c, n)));
+                    return true;
+                }
+                let pick = match core {
+                    Some(c) => Some(c).filter(|&c| self.has_room(c)),
+                    None => (0..n)
+                        .map(|k| (self.next_core + k) % n)
+                        .find(|&i| self.has_room(i)),
+                };
+                let Some(core) = pick else {
                     self.stats.busy += 1;
                     let _ = reply.send(Err(CmError::Busy("the core's control channel is full")));
                     return true;
                 };
-                self.next_core = (core + 1) % n;
+                if let Some(next) = (core + 1).checked_rem(n) {
+                    self.next_core = next;
+                }
                 let id = conn_id(core, self.next_active, true);
                 self.next_active += 1;
                 let mut c = Self::new_conn(None, None);

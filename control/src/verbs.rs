@@ -33,7 +33,7 @@ pub use dataplane::lcore::{AlignmentStats, Core, CoreConfig, CoreGauges, CoreSta
 pub use dataplane::limits::Limits;
 use dataplane::port::Port;
 pub use dataplane::port::PortStats;
-pub use dataplane::rings::{ConnId, QpRingState, Terminates};
+pub use dataplane::rings::{conn_core, ConnId, QpRingState, Terminates};
 use dataplane::rings::{CqRing, QpRings};
 pub use proto::qp::{
     Access, Completion, MemoryRegion, MrError, MrTable, RecvWr, SendOp, SendWr, Sge, WcOpcode,
@@ -283,9 +283,24 @@ impl Device {
         remote: SocketAddrV4,
         cfg: InitiatorConfig,
     ) -> Pending<ConnInfo> {
+        self.connect_from(None, qp, remote, cfg)
+    }
+
+    /// [`Device::connect`] from core `core` of the device (its index; `None`: the control
+    /// thread spreads connections over the cores in turn). The connection, and so the
+    /// QP's work, lives on that core from SYN to close. A core the device does not have
+    /// fails with [`CmError::NoSuchCore`].
+    pub fn connect_from(
+        &self,
+        core: Option<usize>,
+        qp: &QueuePair,
+        remote: SocketAddrV4,
+        cfg: InitiatorConfig,
+    ) -> Pending<ConnInfo> {
         let (tx, rx) = channel::bounded(1);
         if let Err(e) = self.try_request(CmRequest::Connect {
             remote,
+            core,
             qp: qp.spec(),
             config: Box::new(cfg),
             reply: tx.clone(),

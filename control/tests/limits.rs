@@ -269,6 +269,7 @@ fn control_queue_full_answers_connects_busy() {
         cm.on_request(
             CmRequest::Connect {
                 remote: server(),
+                core: None,
                 qp: QpSpec {
                     rings,
                     pd: 1,

@@ -189,23 +189,32 @@ fn depth(o: &BenchOptions, ord: u16) -> usize {
     o.tx_depth.max(usize::from(ord))
 }
 
-/// Runs the client (see [`super::run_client`]).
+/// Runs the client (see [`super::run_client`]): driving `core` between its steps, or
+/// with `None` leaving the core to another thread.
 pub(super) fn run(
     dev: &Device,
-    core: Core,
+    core: Option<Core>,
     o: &BenchOptions,
     server: SocketAddrV4,
     mpa: InitiatorConfig,
-) -> (Core, Result<ClientOutcome, BenchError>) {
+) -> (Option<Core>, Result<ClientOutcome, BenchError>) {
     if let Err(e) = check_options(o) {
         return (core, Err(e));
     }
     let d = depth(o, mpa.ord);
-    let mut ep = Endpoint::with_core(dev, core, d + 16, d + CTL_RECVS as usize + 16);
+    let (sq, rq) = (d + 16, d + CTL_RECVS as usize + 16);
+    let mut ep = match core {
+        Some(core) => Endpoint::with_core(dev, core, sq, rq),
+        None => {
+            let mut ep = Endpoint::new(dev, sq, rq);
+            ep.back_off_when_idle();
+            ep
+        }
+    };
     ep.stall = STALL;
     let ctl = match reg(&ep, (CTL_RECVS * CTL_SLOT) as usize, Access::LOCAL_WRITE) {
         Ok(m) => m,
-        Err(e) => return (ep.into_core().expect("owns its core"), Err(e)),
+        Err(e) => return (ep.into_core(), Err(e)),
     };
     let mut c = Client {
         ep,
@@ -221,8 +230,7 @@ pub(super) fn run(
     if let Ok((_, conn)) = &r {
         c.ep.disconnect(dev, *conn);
     }
-    let core = c.ep.into_core().expect("owns its core");
-    (core, r.map(|(out, _)| out))
+    (c.ep.into_core(), r.map(|(out, _)| out))
 }
 
 fn main(
@@ -263,7 +271,7 @@ fn main(
         .encode()
         .map_err(|e| BenchError::Options(e.to_string()))?;
     let asked_ord = mpa.ord;
-    let p = dev.connect(&c.ep.qp, server, mpa);
+    let p = dev.connect_from(o.core, &c.ep.qp, server, mpa);
     let info = c.ep.wait(&p, "connecting")?;
     let remote = session::decode_buffer(info.peer_private_data())
         .map_err(|e| BenchError::Protocol(e.to_string()))?;
@@ -279,12 +287,14 @@ fn main(
     let ord = usize::from(info.ord).max(1).min(read_depth(o, asked_ord));
     let done_mr = reg(&c.ep, session::DONE_LEN, Access::LOCAL_WRITE)?;
     let mut samples = Vec::new();
+    let mut spans = Vec::new();
     let mut histograms = Vec::new();
     let mut intervals = Vec::new();
     let mut expected = 0u64;
     for (k, &size) in o.sizes.iter().enumerate() {
         c.wait_ready()?;
         let last = k + 1 == o.sizes.len();
+        let began = Instant::now();
         let (sample, h, messages) = match o.test {
             Test::WriteBw | Test::ReadBw | Test::SendBw => {
                 let (s, n) = bw(c, o, size, remote, ord, &mut intervals)?;
@@ -301,6 +311,7 @@ fn main(
             expected += messages * size as u64 * if both { 2 } else { 1 };
         }
         samples.push(sample);
+        spans.push((began, Instant::now()));
         if let Some(h) = h {
             histograms.push((size, h));
         }
@@ -343,6 +354,8 @@ fn main(
     Ok((
         ClientOutcome {
             samples,
+            spans,
+            conn: info.conn,
             histograms,
             intervals,
             server,

@@ -50,6 +50,8 @@ use control::verbs::{AlignmentStats, CmError, Completion, Core, Device, Initiato
 use hdrhistogram::Histogram;
 
 pub mod client;
+mod scale;
+pub use scale::run_clients_driving;
 pub mod server;
 pub mod session;
 pub mod verify;
@@ -187,6 +189,17 @@ pub struct BenchOptions {
     pub progress: bool,
     /// Bandwidth tests: a figure per interval ([`Intervals`]).
     pub intervals: Option<Intervals>,
+    /// QPs per direction (perftest's `-q`), each its own connection and session, spread
+    /// over the cores.
+    pub qps: usize,
+    /// Poll-mode cores per node of the embedded default (`--cores`).
+    pub cores: usize,
+    /// Both directions at once (perftest's `-b`): each node runs `qps` clients against
+    /// the other's server.
+    pub bidirectional: bool,
+    /// The core a client opens its connection from (`None`: the device's choice); set
+    /// per QP by multi-QP runs.
+    pub core: Option<usize>,
 }
 
 /// Per-interval figures of the bandwidth tests, and runs that last until stopped.
@@ -224,6 +237,10 @@ impl Default for BenchOptions {
             verify: false,
             progress: false,
             intervals: None,
+            qps: 1,
+            cores: 1,
+            bidirectional: false,
+            core: None,
         }
     }
 }
@@ -305,6 +322,9 @@ pub const MAX_INTERVALS: usize = 1 << 16;
 /// Longest a run may go without any progress.
 pub const STALL: Duration = Duration::from_secs(10);
 
+/// The most QPs per direction of a run (`-q`).
+pub const MAX_QPS: usize = 1024;
+
 /// The largest message size (1 GiB).
 pub const MAX_SIZE: usize = 1 << 30;
 
@@ -354,6 +374,24 @@ pub fn check_options(o: &BenchOptions) -> Result<(), BenchError> {
             ));
         }
     }
+    if o.qps == 0 || o.qps > MAX_QPS {
+        return Err(BenchError::Options(format!(
+            "-q must be within 1..={MAX_QPS}, not {}",
+            o.qps
+        )));
+    }
+    if o.cores == 0 || o.cores > embedded::MAX_CORES {
+        return Err(BenchError::Options(format!(
+            "--cores must be within 1..={}, not {}",
+            embedded::MAX_CORES,
+            o.cores
+        )));
+    }
+    if o.qps > 1 && o.intervals.is_some() {
+        return Err(BenchError::Options(
+            "per-interval figures (--interval, --run-infinitely) are for one QP".into(),
+        ));
+    }
     if o.post_list > 1 && o.test.is_latency() {
         return Err(BenchError::Options(
             "post lists (-l) are for the bandwidth tests: a latency test posts one request \
@@ -372,9 +410,14 @@ pub fn check_options(o: &BenchOptions) -> Result<(), BenchError> {
     Ok(())
 }
 
-/// Runs the benchmark over the in-memory wire, both ends in this process.
+/// Runs the benchmark over the in-memory wire, both ends in this process: one QP on
+/// one core per node driven by its consumer (run to completion), or with several QPs,
+/// cores or both directions as [`scale`] describes.
 pub fn run_embedded(o: &BenchOptions) -> Result<BenchOutcome, BenchError> {
     check_options(o)?;
+    if o.qps > 1 || o.cores > 1 || o.bidirectional {
+        return scale::run(o);
+    }
     let a_to_b = wire(&o.faults, o.mtu, 0);
     let b_to_a = wire(&o.faults, o.mtu, 1);
     let pair = embedded::pair(a_to_b, b_to_a, embedded::tcp_config(o.mtu))
@@ -439,6 +482,10 @@ pub fn run_embedded(o: &BenchOptions) -> Result<BenchOutcome, BenchError> {
 pub struct ClientOutcome {
     /// One sample per size.
     pub samples: Vec<Sample>,
+    /// When each size's test began and ended (for figures over several QPs).
+    pub spans: Vec<(std::time::Instant, std::time::Instant)>,
+    /// The connection (its core: [`control::verbs::conn_core`]).
+    pub conn: control::verbs::ConnId,
     /// Each size's latency histogram (latency tests).
     pub histograms: Vec<(usize, Histogram<u64>)>,
     /// The per-interval figures of a bandwidth run measured in intervals.
@@ -495,6 +542,9 @@ pub fn outcome(
             o.tx_depth as u64
         },
         post_list: o.post_list as u64,
+        qps: o.qps as u64,
+        cores: o.cores as u64,
+        bidirectional: o.bidirectional,
     };
     let verified = c.server.verified + c.client_verified;
     let errors = c.server.errors + c.client_errors;
@@ -514,6 +564,7 @@ pub fn outcome(
             }),
             thresholds: None,
             intervals: c.intervals,
+            per_qp: Vec::new(),
             schema: REPORT_SCHEMA,
         },
         histograms: c.histograms,
@@ -534,5 +585,17 @@ pub fn run_client(
     server: SocketAddrV4,
     mpa: InitiatorConfig,
 ) -> (Core, Result<ClientOutcome, BenchError>) {
-    client::run(dev, core, o, server, mpa)
+    let (core, r) = client::run(dev, Some(core), o, server, mpa);
+    (core.expect("the client gives its core back"), r)
+}
+
+/// [`run_client`] for a client whose core runs on another thread (a QP of a multi-QP or
+/// multi-core run): its waits poll only its completion queue.
+pub fn run_client_elsewhere(
+    dev: &Device,
+    o: &BenchOptions,
+    server: SocketAddrV4,
+    mpa: InitiatorConfig,
+) -> Result<ClientOutcome, BenchError> {
+    client::run(dev, None, o, server, mpa).1
 }

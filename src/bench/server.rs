@@ -386,12 +386,50 @@ impl Server {
         count: u64,
         idle: Option<Duration>,
     ) -> Result<Vec<SessionOutcome>, BenchError> {
+        self.run_sessions(Some(core), count, idle)
+    }
+
+    /// [`Server::run_until`] for a device whose cores run on other threads: this thread
+    /// only steps the sessions (yielding when none had work).
+    pub fn run_until_elsewhere(
+        &mut self,
+        count: u64,
+        idle: Option<Duration>,
+    ) -> Result<Vec<SessionOutcome>, BenchError> {
+        self.run_sessions(None, count, idle)
+    }
+
+    fn run_sessions(
+        &mut self,
+        mut core: Option<&mut Core>,
+        count: u64,
+        idle: Option<Duration>,
+    ) -> Result<Vec<SessionOutcome>, BenchError> {
         let mut out = Vec::new();
         let mut last = Instant::now();
         let mut turns = 0u64;
+        let mut idle_polls = 0u32;
         while (out.len() as u64) < count {
-            core.poll();
-            self.step();
+            match core.as_deref_mut() {
+                Some(c) => {
+                    c.poll();
+                    self.step();
+                }
+                // Alone on its thread: back off when no session had work, leaving the
+                // CPUs to the cores (as a client endpoint does, driver::IDLE_*).
+                None => {
+                    if self.step() > 0 {
+                        idle_polls = 0;
+                    } else {
+                        idle_polls = idle_polls.saturating_add(1);
+                        if idle_polls > crate::driver::IDLE_SLEEPS_AFTER {
+                            std::thread::sleep(crate::driver::IDLE_SLEEP);
+                        } else if idle_polls > crate::driver::IDLE_SPINS {
+                            std::thread::yield_now();
+                        }
+                    }
+                }
+            }
             while let Some(s) = self.take_finished() {
                 out.push(s);
             }

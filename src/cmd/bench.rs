@@ -90,6 +90,19 @@ pub struct BenchArgs {
     /// bandwidth of each interval (--interval, --run-infinitely).
     #[arg(long, value_name = "FILE.svg")]
     pub plot: Option<PathBuf>,
+    /// QPs per direction (perftest's -q): each its own connection and session, spread
+    /// over the cores; the figures are per QP and in aggregate. Bandwidth tests only.
+    #[arg(short = 'q', long = "qp", value_name = "N", default_value_t = 1)]
+    pub qps: usize,
+    /// Both directions at once (perftest's -b): each node runs -q clients against the
+    /// other's server. Bandwidth tests, both ends in this process.
+    #[arg(short = 'b', long)]
+    pub bidirectional: bool,
+    /// Poll-mode cores per node of the embedded default, each on a thread of its own
+    /// (the QPs' consumer work runs on threads of their own, not on the cores). With
+    /// --config, the file's [[lcores]] and queues decide.
+    #[arg(long, value_name = "N", default_value_t = 1, conflicts_with = "config")]
+    pub cores: usize,
     /// Work requests posted per doorbell by the bandwidth tests (perftest's post list).
     #[arg(short = 'l', long, value_name = "N", default_value_t = 1)]
     pub post_list: usize,
@@ -269,6 +282,10 @@ fn options(a: &BenchArgs) -> Result<BenchOptions, String> {
         progress: true,
         post_list: a.post_list,
         intervals,
+        qps: a.qps,
+        cores: a.cores,
+        bidirectional: a.bidirectional,
+        core: None,
     })
 }
 
@@ -571,7 +588,21 @@ fn on_config(
     let node =
         iwarp::deploy::open_with_faults(&cfg, port, bench::direction_faults(&opts.faults, 0))
             .map_err(|e| e.to_string())?;
+    if opts.bidirectional {
+        return Err(
+            "-b needs clients on both nodes: with --config the other end is iwarp serve, \
+             which runs none (run both ends in this process without --config)"
+                .into(),
+        );
+    }
     let o = opts.clone();
+    if opts.qps > 1 {
+        // Each QP's client on a thread of its own; the lcore only polls.
+        let (_core, r) = node
+            .run(move |dev, core| bench::run_clients_driving(&dev, core, &o, peer, link))
+            .map_err(|e| e.to_string())?;
+        return r.map_err(|e| e.to_string());
+    }
     let init = mpa::initiator(&opts.mpa);
     let (core, r) = node
         .run(move |dev, core| bench::run_client(&dev, core, &o, peer, init))

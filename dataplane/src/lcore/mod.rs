@@ -171,6 +171,17 @@ pub struct AlignmentStats {
 }
 
 impl AlignmentStats {
+    /// Adds another core's counters (the figures of a device of several cores).
+    pub fn merge(&mut self, o: &AlignmentStats) {
+        self.new_whole += o.new_whole;
+        self.new_split += o.new_split;
+        self.rtx_whole += o.rtx_whole;
+        self.rtx_split += o.rtx_split;
+        self.retransmitted_octets += o.retransmitted_octets;
+        self.timeouts += o.timeouts;
+        self.fast_retransmits += o.fast_retransmits;
+    }
+
     fn add(&mut self, s: &tcp::Stats) {
         self.new_whole += s.new_segments_whole;
         self.new_split += s.new_segments_split;
