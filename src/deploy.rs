@@ -171,18 +171,22 @@ pub fn quiesce_memif(core: &Core, max: Duration) {
     }
 }
 
-/// One node of a deployment: a device on a DPDK port, with the core that drives it.
+/// One node of a deployment: a device on a DPDK port, with the cores that drive it (one
+/// per queue pair of the port).
 pub struct Node {
     /// The verbs device (its control thread runs).
     pub device: Device,
-    /// The core polling the port; run it with [`Node::run`].
-    pub core: Core,
+    /// The cores polling the port's queue pairs, by queue; run them with [`Node::run`]
+    /// (one) or [`Node::run_cores`] (any number).
+    pub cores: Vec<Core>,
     /// The port's `[[ports]]` name.
     pub port_name: String,
     /// The port's address.
     pub addr: Ipv4Addr,
-    /// The `[[lcores]]` id that polls the port, if the file says.
-    pub lcore: Option<u32>,
+    /// The `[[lcores]]` ids that poll the port, by queue (file order).
+    pub lcores: Vec<u32>,
+    /// How the port's queues spread flows over the cores (for the log).
+    pub steering: String,
     #[cfg(feature = "dpdk")]
     eal: dpdk_port::Eal,
 }
@@ -192,15 +196,17 @@ impl fmt::Debug for Node {
         f.debug_struct("Node")
             .field("port_name", &self.port_name)
             .field("addr", &self.addr)
-            .field("lcore", &self.lcore)
+            .field("lcores", &self.lcores)
+            .field("cores", &self.cores.len())
+            .field("steering", &self.steering)
             .finish_non_exhaustive()
     }
 }
 
 /// The DPDK configuration of a deployment-file port whose device EAL names `device` (see
-/// [`appconfig::device_names`]): its MTU, ring sizes and MAC, the default mempool size;
-/// `tap` ports set their MAC in software; a memif server does not wait for its link. Only
-/// one rx and one tx queue are used whatever `rx_queues`/`tx_queues` say.
+/// [`appconfig::device_names`]): its MTU, ring sizes and MAC, queue pairs (`rx_queues`,
+/// which validation keeps equal to `tx_queues`), the default mempool size (per queue);
+/// `tap` ports set their MAC in software; a memif server does not wait for its link.
 #[cfg(feature = "dpdk")]
 pub fn port_config(port: &appconfig::Port, device: impl Into<String>) -> dpdk_port::PortConfig {
     use dpdk_port::PortConfig;
@@ -216,6 +222,7 @@ pub fn port_config(port: &appconfig::Port, device: impl Into<String>) -> dpdk_po
         wait_for_link: !(port.driver == Driver::Memif
             && port.role != Some(appconfig::MemifRole::Client)),
         tx_zero_copy: port.tx_zero_copy,
+        queues: port.rx_queues,
         ..PortConfig::new(device)
     }
 }
@@ -232,20 +239,22 @@ pub fn port_configs(ports: &[appconfig::Port]) -> Vec<Option<dpdk_port::PortConf
 }
 
 /// Opens the node of `cfg` on port `port` (an index from [`select_port`]): starts EAL
-/// with [`Config::eal_argv`], opens the DPDK device, and builds its device and core.
+/// with [`Config::eal_argv`], opens the DPDK device with its queue pairs, and builds its
+/// device and cores (one per queue pair, grouped by the device's steering).
 pub fn open(cfg: &Config, port: usize) -> Result<Node, DeployError> {
     open_with_faults(cfg, port, FaultConfig::default())
 }
 
 /// [`open`], with `faults` injected into what the port transmits (a
-/// [`Faulty`](dataplane::port::faults::Faulty) wrapper around the DPDK port) when any has
-/// a chance.
+/// [`Faulty`](dataplane::port::faults::Faulty) wrapper around each DPDK queue, seeded
+/// apart) when any has a chance.
 #[cfg(feature = "dpdk")]
 pub fn open_with_faults(
     cfg: &Config,
     port: usize,
     faults: FaultConfig,
 ) -> Result<Node, DeployError> {
+    use dataplane::lcore::steer::{Steering, DEFAULT_INBOX};
     use dataplane::lcore::CoreConfig;
     use dataplane::net::NetConfig;
     use dataplane::port::Port;
@@ -260,37 +269,56 @@ pub fn open_with_faults(
         .ok_or_else(|| DeployError::Select(format!("port {:?} has no DPDK device", p.name)))?;
     let eal = Eal::init(&cfg.eal_argv()).map_err(|e| DeployError::Dpdk(e.to_string()))?;
     pcfg.link_timeout = cfg.control.link_timeout.0;
-    let dpdk = DpdkPort::open(&eal, &pcfg).map_err(|e| DeployError::Dpdk(e.to_string()))?;
-    let mtu = dpdk.mtu();
-    let core_cfg = CoreConfig {
-        net: NetConfig {
-            mac: dpdk.mac(),
-            addr: p.ipv4.addr,
-            prefix_len: p.ipv4.len,
-            gateway: p.gateway,
-            mtu,
-        },
-        tcp: tcp_config(&cfg.tcp, mtu),
-        isn_key: None,
-        limits: limits(&cfg.limits),
-    };
-    let port: Box<dyn Port> = if faults.any() {
-        Box::new(dataplane::port::faults::Faulty::new(dpdk, faults))
-    } else {
-        Box::new(dpdk)
-    };
-    let (device, core) = control::verbs::open(core_cfg, port);
-    let lcore = cfg
+    let (queues, steering) =
+        DpdkPort::open_queues(&eal, &pcfg).map_err(|e| DeployError::Dpdk(e.to_string()))?;
+    let mtu = queues.first().map_or(pcfg.mtu, |q| q.mtu());
+    let mac = queues.first().map(|q| q.mac());
+    let n = queues.len();
+    let cores: Vec<(CoreConfig, Box<dyn Port>)> = queues
+        .into_iter()
+        .enumerate()
+        .map(|(q, dpdk)| {
+            let core_cfg = CoreConfig {
+                net: NetConfig {
+                    mac: mac.unwrap_or_else(|| dpdk.mac()),
+                    addr: p.ipv4.addr,
+                    prefix_len: p.ipv4.len,
+                    gateway: p.gateway,
+                    mtu,
+                },
+                tcp: tcp_config(&cfg.tcp, mtu),
+                isn_key: None,
+                limits: limits(&cfg.limits),
+            };
+            let port: Box<dyn Port> = if faults.any() {
+                let f = FaultConfig {
+                    seed: faults.seed.wrapping_add(q as u64 * 0x9E37),
+                    ..faults
+                };
+                Box::new(dataplane::port::faults::Faulty::new(dpdk, f))
+            } else {
+                Box::new(dpdk)
+            };
+            (core_cfg, port)
+        })
+        .collect();
+    let group = (n > 1).then(|| Steering::group(steering.rss.clone(), DEFAULT_INBOX));
+    let (device, cores) = control::verbs::open_group(cores, group);
+    // Queue pair i is polled by the i-th lcore that lists the port (validation keeps
+    // their number equal to the queue pairs).
+    let lcores: Vec<u32> = cfg
         .lcores
         .iter()
-        .find(|l| l.ports.contains(&p.name))
-        .map(|l| l.id);
+        .filter(|l| l.ports.contains(&p.name))
+        .map(|l| l.id)
+        .collect();
     Ok(Node {
         device,
-        core,
+        cores,
         port_name: p.name.clone(),
         addr: p.ipv4.addr,
-        lcore,
+        lcores,
+        steering: steering.how,
         eal,
     })
 }
@@ -305,25 +333,163 @@ pub fn open_with_faults(
     Err(DeployError::NoDpdk)
 }
 
+/// What the cores of a running node ([`Node::run_cores`]) last reported: each core
+/// publishes its counters every [`SNAPSHOT_EVERY`] polls, so the consumer thread can
+/// show them without touching a core.
+#[derive(Debug, Clone, Default)]
+pub struct CoreSnapshot {
+    /// Counters, summed over the cores.
+    pub stats: dataplane::lcore::CoreStats,
+    /// Gauges, summed.
+    pub gauges: dataplane::lcore::CoreGauges,
+    /// Port counters, summed over the queues.
+    pub port: dataplane::port::PortStats,
+    /// Segment alignment, summed.
+    pub alignment: dataplane::lcore::AlignmentStats,
+    /// Connections per core, by core index.
+    pub per_core: Vec<usize>,
+}
+
+impl CoreSnapshot {
+    /// The counters of `cores` now, summed.
+    pub fn of(cores: &[Core]) -> CoreSnapshot {
+        let mut all = CoreSnapshot::default();
+        for c in cores {
+            all.stats.add(&c.stats());
+            all.gauges.add(&c.gauges());
+            all.port.add(&c.port_stats());
+            all.alignment.merge(&c.alignment());
+            all.per_core.push(c.connections());
+        }
+        all
+    }
+}
+
+/// Polls between two snapshots of a running core.
+pub const SNAPSHOT_EVERY: u64 = 4096;
+
+/// The cores of a node running on their lcores ([`Node::run_cores`]): their latest
+/// counters, and a way to pause them while a memif peer disconnects.
+#[derive(Debug, Clone)]
+pub struct Cores {
+    snaps: Vec<std::sync::Arc<std::sync::Mutex<CoreSnapshot>>>,
+    quiesce: std::sync::Arc<std::sync::atomic::AtomicU64>,
+    limits: dataplane::limits::Limits,
+    offload: dataplane::port::ChecksumOffload,
+    zero_copy: bool,
+}
+
+impl Cores {
+    /// The cores' last counters, summed (`per_core`: each core's connections).
+    pub fn snapshot(&self) -> CoreSnapshot {
+        let mut all = CoreSnapshot::default();
+        for s in &self.snaps {
+            let s = s.lock().unwrap_or_else(|e| e.into_inner()).clone();
+            all.stats.add(&s.stats);
+            all.gauges.add(&s.gauges);
+            all.port.add(&s.port);
+            all.alignment.merge(&s.alignment);
+            all.per_core.push(s.gauges.connections);
+        }
+        all
+    }
+
+    /// Number of cores.
+    pub fn len(&self) -> usize {
+        self.snaps.len()
+    }
+
+    /// Whether there are none (never: a node has at least one core).
+    pub fn is_empty(&self) -> bool {
+        self.snaps.is_empty()
+    }
+
+    /// The cores' limits.
+    pub fn limits(&self) -> &dataplane::limits::Limits {
+        &self.limits
+    }
+
+    /// The port's checksum offloads.
+    pub fn checksum_offload(&self) -> dataplane::port::ChecksumOffload {
+        self.offload
+    }
+
+    /// Whether the port transmits payloads without copying them.
+    pub fn tx_zero_copy(&self) -> bool {
+        self.zero_copy
+    }
+
+    /// Asks every core to stop polling until its memif link has gone down (at most
+    /// [`MEMIF_QUIESCE`]; see [`quiesce_memif`]): the client is about to exit.
+    pub fn quiesce_memif(&self) {
+        self.quiesce
+            .fetch_add(1, std::sync::atomic::Ordering::Release);
+    }
+}
+
+/// One core's poll loop on its lcore: polls until `stop`, publishing a snapshot every
+/// [`SNAPSHOT_EVERY`] polls and pausing when asked ([`Cores::quiesce_memif`]).
+fn poll_loop(
+    mut core: Core,
+    stop: &std::sync::atomic::AtomicBool,
+    quiesce: &std::sync::atomic::AtomicU64,
+    snap: &std::sync::Mutex<CoreSnapshot>,
+) -> Core {
+    use std::sync::atomic::Ordering;
+    let mut seen = quiesce.load(Ordering::Acquire);
+    let mut polls = 0u64;
+    while !stop.load(Ordering::Relaxed) {
+        core.poll();
+        polls += 1;
+        if polls % SNAPSHOT_EVERY == 0 {
+            let q = quiesce.load(Ordering::Acquire);
+            if q != seen {
+                seen = q;
+                quiesce_memif(&core, MEMIF_QUIESCE);
+            }
+            let s = CoreSnapshot {
+                stats: core.stats(),
+                gauges: core.gauges(),
+                port: core.port_stats(),
+                alignment: core.alignment(),
+                per_core: Vec::new(),
+            };
+            *snap.lock().unwrap_or_else(|e| e.into_inner()) = s;
+        }
+    }
+    core
+}
+
 impl Node {
-    /// Runs `job` with the device and core on the port's dataplane lcore (EAL remote
-    /// launch), or on the calling thread when the file names no lcore for the port or
-    /// names the main lcore. Blocks until the job returns.
+    /// Runs `job` with the device and its only core on the port's dataplane lcore (EAL
+    /// remote launch), or on the calling thread when the file names no lcore for the
+    /// port or names the main lcore: the job drives the core between its own steps (run
+    /// to completion). Blocks until the job returns. A port of several queue pairs needs
+    /// [`Node::run_cores`]: refused.
     pub fn run<F, T>(self, job: F) -> Result<T, DeployError>
     where
         F: FnOnce(Device, Core) -> T + Send + 'static,
         T: Send + 'static,
     {
+        if self.cores.len() != 1 {
+            return Err(DeployError::Select(format!(
+                "port {:?} has {} queue pairs (one core each); this command drives one core: \
+                 give the port rx_queues = tx_queues = 1 and one [[lcores]] entry",
+                self.port_name,
+                self.cores.len()
+            )));
+        }
         #[cfg(feature = "dpdk")]
         {
             let Node {
                 device,
-                core,
-                lcore,
+                mut cores,
+                lcores,
                 eal,
                 ..
             } = self;
-            match lcore {
+            let core = cores.remove(0);
+            match lcores.first().copied() {
                 Some(l) if l != eal.main_lcore() => {
                     let launched = eal
                         .launch(l, move || job(device, core))
@@ -337,7 +503,108 @@ impl Node {
         }
         #[cfg(not(feature = "dpdk"))]
         {
-            Ok(job(self.device, self.core))
+            let mut cores = self.cores;
+            Ok(job(self.device, cores.remove(0)))
+        }
+    }
+
+    /// Runs every core of the node on its lcore, doing nothing but poll (a core whose
+    /// lcore is the main lcore, which runs `job`, polls on a thread of its own), and
+    /// `job` on the calling thread with the device and a view of the running cores: the
+    /// consumer work never takes a core's time. When `job` returns the cores stop; they
+    /// come back with its result.
+    pub fn run_cores<F, T>(self, job: F) -> Result<(T, Vec<Core>), DeployError>
+    where
+        F: FnOnce(Device, &Cores) -> T,
+    {
+        use std::sync::atomic::{AtomicBool, AtomicU64};
+        use std::sync::{Arc, Mutex};
+        let Node {
+            device,
+            cores,
+            lcores,
+            #[cfg(feature = "dpdk")]
+            eal,
+            ..
+        } = self;
+        let first = cores
+            .first()
+            .ok_or_else(|| DeployError::Select("the port has no queue pair to poll".into()))?;
+        let stop = Arc::new(AtomicBool::new(false));
+        let quiesce = Arc::new(AtomicU64::new(0));
+        let view = Cores {
+            snaps: cores
+                .iter()
+                .map(|_| Arc::new(Mutex::new(CoreSnapshot::default())))
+                .collect(),
+            quiesce: quiesce.clone(),
+            limits: *first.limits(),
+            offload: first.checksum_offload(),
+            zero_copy: first.tx_zero_copy(),
+        };
+        enum Running {
+            #[cfg(feature = "dpdk")]
+            Lcore(dpdk_port::Launched<Core>),
+            Thread(std::thread::JoinHandle<Core>),
+        }
+        let mut running = Vec::new();
+        let mut failed = None;
+        for (i, core) in cores.into_iter().enumerate() {
+            let (stop, quiesce, snap) = (stop.clone(), quiesce.clone(), view.snaps[i].clone());
+            let body = move || poll_loop(core, &stop, &quiesce, &snap);
+            #[cfg(feature = "dpdk")]
+            {
+                if let Some(l) = lcores.get(i).copied().filter(|&l| l != eal.main_lcore()) {
+                    match eal.launch(l, body) {
+                        Ok(h) => running.push(Running::Lcore(h)),
+                        Err(e) => {
+                            failed = Some(DeployError::Dpdk(e.to_string()));
+                            break;
+                        }
+                    }
+                    continue;
+                }
+            }
+            let _ = &lcores;
+            match std::thread::Builder::new()
+                .name(format!("iwarp-core{i}"))
+                .spawn(body)
+            {
+                Ok(h) => running.push(Running::Thread(h)),
+                Err(e) => {
+                    failed = Some(DeployError::Dpdk(format!("spawning a core thread: {e}")));
+                    break;
+                }
+            }
+        }
+        let out = if failed.is_none() {
+            Some(job(device, &view))
+        } else {
+            None
+        };
+        stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        let mut back = Vec::new();
+        for r in running {
+            match r {
+                #[cfg(feature = "dpdk")]
+                Running::Lcore(h) => match h.join() {
+                    Ok(c) => back.push(c),
+                    Err(e) => {
+                        failed.get_or_insert(DeployError::Dpdk(e.to_string()));
+                    }
+                },
+                Running::Thread(h) => match h.join() {
+                    Ok(c) => back.push(c),
+                    Err(_) => {
+                        failed.get_or_insert(DeployError::Dpdk("a core thread panicked".into()));
+                    }
+                },
+            }
+        }
+        match (out, failed) {
+            (Some(t), None) => Ok((t, back)),
+            (_, Some(e)) => Err(e),
+            (None, None) => Err(DeployError::Dpdk("the cores did not start".into())),
         }
     }
 }

@@ -66,6 +66,17 @@ impl Snapshot {
             sessions,
         }
     }
+
+    /// The counters of a node's cores (summed) and its sessions.
+    pub fn of_cores(c: &crate::deploy::CoreSnapshot, sessions: SessionCounters) -> Snapshot {
+        Snapshot {
+            port: c.port,
+            core: c.stats,
+            gauges: c.gauges,
+            tcp: c.alignment,
+            sessions,
+        }
+    }
 }
 
 /// The text exposition of `s`, every metric with its `# HELP` and `# TYPE`, labelled

@@ -373,4 +373,175 @@ mod dpdk {
         );
         exercise(None, &dir.0, server, &client, "10.90.0.2", false, || {});
     }
+
+    /// Two queue pairs per port, polled by lcores 0 and 1 (no control lcore: the main
+    /// thread, which runs the consumer, is lcore 0's CPU, whose core polls on a thread of
+    /// its own).
+    const TWO_CORES: &str =
+        "rx_queues = 2\ntx_queues = 2\n\n[[lcores]]\nid = 0\nports = [\"p0\"]\n\n\
+                             [[lcores]]\nid = 1\nports = [\"p0\"]\n\n";
+
+    /// A server and a client of two cores each: several QPs of each test land on both
+    /// cores of both sides, every octet verified; `no_handoff`: the transport steers every
+    /// flow to its owner (memif between two iwarp processes), so no frame is handed
+    /// between cores.
+    fn exercise_two_cores(
+        ns: Option<&Netns>,
+        dir: &Path,
+        server_cfg: &str,
+        client_cfg: &str,
+        peer: &str,
+        no_handoff: bool,
+    ) {
+        let server = write(dir, "server.toml", server_cfg);
+        let client = write(dir, "client.toml", client_cfg);
+        let runs: [(&str, &[&str]); 4] = [
+            (
+                "write-bw",
+                &["-q", "4", "-s", "65536", "-n", "200", "--verify"],
+            ),
+            (
+                "read-bw",
+                &["-q", "4", "-s", "65536", "-n", "200", "--verify"],
+            ),
+            (
+                "send-bw",
+                &["-q", "4", "-s", "4096", "-n", "500", "--verify"],
+            ),
+            (
+                "write-lat",
+                &["-q", "2", "-s", "64", "-n", "200", "--verify"],
+            ),
+        ];
+        let sessions: usize = 4 + 4 + 4 + 2;
+        let count = sessions.to_string();
+        let mut srv = Proc::spawn(ns, &["serve", "--config", &server, "--count", &count]);
+        srv.expect_line("listening on", Duration::from_secs(20));
+        for (test, flags) in runs {
+            let mut args = vec!["bench", test, "--config", &client, "--peer", peer, "--json"];
+            args.extend_from_slice(flags);
+            let mut attempt = 0;
+            let (ok, out) = loop {
+                attempt += 1;
+                let (ok, out) = Proc::spawn(ns, &args).finish(Duration::from_secs(90));
+                if !ok && attempt < 4 && out.contains("memif_connect_client(): Failed to connect") {
+                    std::thread::sleep(Duration::from_millis(500));
+                    continue;
+                }
+                break (ok, out);
+            };
+            if !ok {
+                let (_, server_out) = srv.finish(Duration::from_millis(500));
+                panic!("{test} {flags:?} failed:\n{out}\n--- server:\n{server_out}");
+            }
+            let lines: Vec<&str> = out.lines().collect();
+            let from = lines.iter().position(|l| *l == "{").expect("JSON");
+            let to = lines.iter().rposition(|l| *l == "}").expect("JSON");
+            let json: serde_json::Value =
+                serde_json::from_str(&lines[from..=to].join("\n")).expect("JSON");
+            assert_eq!(json["params"]["cores"], 2, "{out}");
+            let qps = json["per_qp"].as_array().expect("per-QP figures");
+            let on = |core: u64| qps.iter().filter(|q| q["core"] == core).count();
+            assert!(on(0) > 0 && on(1) > 0, "QPs on both client cores: {out}");
+            let v = &json["verify"];
+            assert_eq!(v["wrong_octets"], 0, "{out}");
+            assert_eq!(v["verified_octets"], v["expected_octets"], "{out}");
+            eprintln!(
+                "two cores / {test} {}: {}",
+                flags.join(" "),
+                json["samples"][0]
+            );
+        }
+        let (ok, out) = srv.finish(Duration::from_secs(30));
+        assert!(ok, "server failed:\n{out}");
+        assert!(out.contains("2 cores on lcores [0, 1]"), "{out}");
+        // Both server cores accepted connections.
+        let cores = out
+            .lines()
+            .find(|l| l.starts_with("cores: "))
+            .unwrap_or_else(|| panic!("no per-core line:\n{out}"));
+        eprintln!("server {cores}");
+        let field = |core: usize, key: &str| -> u64 {
+            let part = cores
+                .split("; ")
+                .find(|p| p.contains(&format!("core {core}:")))
+                .unwrap_or_else(|| panic!("no core {core} in {cores}"));
+            part.split(", ")
+                .find(|f| f.contains(key))
+                .and_then(|f| {
+                    f.split_whitespace()
+                        .rev()
+                        .find_map(|w| w.parse().ok())
+                        .or_else(|| f.split_whitespace().find_map(|w| w.parse().ok()))
+                })
+                .unwrap_or_else(|| panic!("no {key} in {part}"))
+        };
+        let accepted = (field(0, "accepted"), field(1, "accepted"));
+        assert!(accepted.0 > 0 && accepted.1 > 0, "{cores}");
+        assert_eq!(accepted.0 + accepted.1, sessions as u64, "{cores}");
+        if no_handoff {
+            assert!(
+                cores.contains("core 0: ")
+                    && cores.matches(" 0 frames handed to other cores").count() == 2,
+                "{cores}"
+            );
+        }
+        let sess = out.lines().filter(|l| l.starts_with("session ")).count();
+        assert_eq!(sess, sessions, "{out}");
+        assert!(!out.contains(" failed"), "{out}");
+    }
+
+    #[test]
+    #[cfg_attr(
+        debug_assertions,
+        ignore = "busy-polling DPDK processes: run in release (scripts/test.sh does)"
+    )]
+    fn two_cores_each_over_memif() {
+        if !can_run() {
+            return;
+        }
+        let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+        let dir = TempDir::new("memif2");
+        let sock = dir.0.join("memif.sock").to_string_lossy().into_owned();
+        let port = |role: &str, mac: &str, addr: &str| {
+            format!(
+                "[[ports]]\nname = \"p0\"\ndriver = \"memif\"\nrole = \"{role}\"\n\
+                 socket = \"{sock}\"\nid = 0\nmac = \"{mac}\"\nipv4 = \"{addr}/24\"\n{TWO_CORES}"
+            )
+        };
+        let server = format!(
+            "{}{LISTENER}{TCP}",
+            port("server", "02:00:00:dd:00:02", "10.91.0.2")
+        );
+        let client = format!("{}{TCP}", port("client", "02:00:00:dd:00:01", "10.91.0.1"));
+        exercise_two_cores(None, &dir.0, &server, &client, "10.91.0.2", true);
+    }
+
+    #[test]
+    #[cfg_attr(
+        debug_assertions,
+        ignore = "busy-polling DPDK processes: run in release (scripts/test.sh does)"
+    )]
+    fn two_cores_each_over_af_packet_veth() {
+        if !can_run() {
+            return;
+        }
+        let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+        let ns = Netns::new("afp2");
+        ns.ip(&["link", "add", "iwE", "type", "veth", "peer", "name", "iwF"]);
+        for d in ["iwE", "iwF"] {
+            ns.quiet(d);
+            ns.ip(&["link", "set", d, "up"]);
+        }
+        let dir = TempDir::new("afp2");
+        let port = |iface: &str, mac: &str, addr: &str| {
+            format!("{}{TWO_CORES}", af_packet_port(iface, mac, addr))
+        };
+        let server = format!(
+            "{}{LISTENER}{TCP}",
+            port("iwF", "02:00:00:ee:00:02", "10.92.0.2")
+        );
+        let client = format!("{}{TCP}", port("iwE", "02:00:00:ee:00:01", "10.92.0.1"));
+        exercise_two_cores(Some(&ns), &dir.0, &server, &client, "10.92.0.2", false);
+    }
 }

@@ -429,7 +429,8 @@ fn ports(ports: &[Port], p: &mut Problems) {
 
 fn lcores(c: &Config, p: &mut Problems) {
     let mut ids: HashMap<u32, usize> = HashMap::new();
-    let mut polled: HashMap<&str, (usize, u32)> = HashMap::new();
+    // Per port: the lcores that poll it, in file order (queue pair i: the i-th).
+    let mut polled: HashMap<&str, Vec<(usize, u32)>> = HashMap::new();
     for (i, lcore) in c.lcores.iter().enumerate() {
         let id = lcore.id;
         if id > MAX_LCORE {
@@ -458,26 +459,51 @@ fn lcores(c: &Config, p: &mut Problems) {
             let path = format!("lcores[{i}].ports[{k}]");
             if c.port(name).is_none() {
                 p.add(path, format!("no port named {name:?}"));
-            } else if let Some((j, other)) = polled.insert(name, (i, id)) {
-                let whom = if j == i {
-                    "this lcore".to_string()
-                } else {
-                    format!("lcore {other} (lcores[{j}])")
-                };
-                p.add(
-                    path,
-                    format!("port {name:?} is already polled by {whom}; each port needs exactly one lcore"),
-                );
+                continue;
+            }
+            let list = polled.entry(name).or_default();
+            if list.iter().any(|&(j, _)| j == i) {
+                p.add(path, format!("port {name:?} is listed twice by this lcore"));
+            } else {
+                list.push((i, id));
             }
         }
     }
     for (i, port) in c.ports.iter().enumerate() {
-        if !polled.contains_key(port.name.as_str()) {
+        let n = polled.get(port.name.as_str()).map_or(0, Vec::len);
+        if n == 0 {
             p.add(
                 format!("ports[{i}].name"),
                 format!(
                     "port {:?} is polled by no lcore: list it in the `ports` of one [[lcores]]",
                     port.name
+                ),
+            );
+            continue;
+        }
+        if port.rx_queues != port.tx_queues {
+            p.add(
+                format!("ports[{i}].tx_queues"),
+                format!(
+                    "each core owns one receive and one transmit queue: tx_queues ({}) must \
+                     equal rx_queues ({})",
+                    port.tx_queues, port.rx_queues
+                ),
+            );
+        } else if n != usize::from(port.rx_queues) {
+            let whom: Vec<String> = polled[port.name.as_str()]
+                .iter()
+                .map(|(j, id)| format!("lcore {id} (lcores[{j}])"))
+                .collect();
+            p.add(
+                format!("ports[{i}].rx_queues"),
+                format!(
+                    "port {:?} has {} queue pair(s) but is polled by {n} lcore(s) ({}): each \
+                     queue pair needs exactly one lcore (queue i: the i-th lcore listing the \
+                     port)",
+                    port.name,
+                    port.rx_queues,
+                    whom.join(", ")
                 ),
             );
         }

@@ -190,11 +190,11 @@ fn cases() -> Vec<Case> {
             Semantic,
         ),
         case(
-            "port polled twice",
+            "port polled by more lcores than it has queue pairs",
             append("\n[[lcores]]\nid = 1\nports = [\"p1\"]\n"),
-            19,
-            "lcores[1].ports[0]",
-            "port \"p1\" is already polled by lcore 0 (lcores[0])",
+            7,
+            "ports[1].rx_queues",
+            "port \"p1\" has 1 queue pair(s) but is polled by 2 lcore(s) (lcore 0 (lcores[0]), lcore 1 (lcores[1]))",
             Semantic,
         ),
         case(

@@ -51,7 +51,7 @@ use hdrhistogram::Histogram;
 
 pub mod client;
 mod scale;
-pub use scale::run_clients_driving;
+pub use scale::{report_clients, run_clients, run_clients_driving, ClientRuns};
 pub mod server;
 pub mod session;
 pub mod verify;

@@ -191,6 +191,39 @@ fn assemble(
     out
 }
 
+/// The clients of a run on a device whose cores run on other threads
+/// ([`run_clients`]).
+#[derive(Debug)]
+pub struct ClientRuns(Vec<(&'static str, usize, ClientOutcome)>);
+
+/// `o.qps` clients against `server` on `dev`, each on a thread of its own (QP `q` opens
+/// from core `q % o.cores`), while the device's cores run elsewhere (a DPDK node's
+/// lcores). Waits for all of them.
+pub fn run_clients(
+    dev: &Device,
+    o: &BenchOptions,
+    server: SocketAddrV4,
+) -> Result<ClientRuns, BenchError> {
+    check_options(o)?;
+    let mut cl = Vec::new();
+    clients("A", dev, *server.ip(), server.port(), o, &mut cl)?;
+    let (results, failure) = join_clients(cl);
+    match failure {
+        Some(e) => Err(e),
+        None => Ok(ClientRuns(results)),
+    }
+}
+
+/// The report of [`run_clients`], with the cores' segment counters.
+pub fn report_clients(
+    o: &BenchOptions,
+    runs: ClientRuns,
+    alignment: AlignmentStats,
+    link: String,
+) -> BenchOutcome {
+    assemble(o, runs.0, vec![alignment], link)
+}
+
 /// `o.qps` clients against `server` on `dev`, a device of one core that the calling
 /// thread drives meanwhile (a DPDK client node's lcore): each client on a thread of its
 /// own. Gives the core back, with the report of the run.

@@ -595,6 +595,21 @@ fn on_config(
                 .into(),
         );
     }
+    if node.cores.len() > 1 {
+        // Every core polls on its lcore; each QP's client runs on a thread of its own,
+        // QP q from core q % cores.
+        opts.cores = node.cores.len();
+        let o = opts.clone();
+        let (r, cores) = node
+            .run_cores(move |dev, _| bench::run_clients(&dev, &o, peer))
+            .map_err(|e| e.to_string())?;
+        let runs = r.map_err(|e| e.to_string())?;
+        let mut al = control::verbs::AlignmentStats::default();
+        for c in &cores {
+            al.merge(&c.alignment());
+        }
+        return Ok(bench::report_clients(&opts, runs, al, link));
+    }
     let o = opts.clone();
     if opts.qps > 1 {
         // Each QP's client on a thread of its own; the lcore only polls.

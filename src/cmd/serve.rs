@@ -11,6 +11,7 @@ use std::time::Instant;
 use clap::Args;
 use control::verbs::{Core, ResponderConfig};
 use iwarp::bench::server::{Budget, Server};
+use iwarp::deploy::CoreSnapshot;
 use iwarp::metrics::{Metrics, SessionCounters, Snapshot};
 use iwarp::mpa;
 
@@ -92,6 +93,18 @@ pub fn run(a: ServeArgs) -> Result<bool, String> {
     let memif = cfg.ports[port].driver == appconfig::Driver::Memif;
     let budget = Budget::from_limits(&cfg.limits);
     let metrics_addr = cfg.control.metrics;
+    if node.cores.len() > 1 {
+        return serve_cores(
+            node,
+            listeners,
+            pname,
+            paddr,
+            count,
+            memif,
+            budget,
+            metrics_addr,
+        );
+    }
     node.run(move |dev, mut core| -> Result<bool, String> {
         // The exporter answers from snapshots this thread takes: a scrape never stalls
         // the core.
@@ -120,7 +133,13 @@ pub fn run(a: ServeArgs) -> Result<bool, String> {
             println!("listening on {paddr}:{tcp_port} ({pname})");
             ls.push(l);
         }
-        print_setup(&core, &pname, &budget);
+        print_setup(
+            core.checksum_offload(),
+            core.tx_zero_copy(),
+            core.limits(),
+            &pname,
+            &budget,
+        );
         let mut server = Server::new(dev, ls, budget);
         let mut ok = true;
         let mut n = 0u64;
@@ -137,7 +156,11 @@ pub fn run(a: ServeArgs) -> Result<bool, String> {
             core.poll();
             server.step();
             if status.swap(false, Ordering::Relaxed) {
-                print_status(&core, &server, &sessions);
+                print_status(
+                    &CoreSnapshot::of(std::slice::from_ref(&core)),
+                    &server,
+                    &sessions,
+                );
             }
             if let Some(m) = &metrics {
                 if published.elapsed() >= METRICS_EVERY {
@@ -154,27 +177,7 @@ pub fn run(a: ServeArgs) -> Result<bool, String> {
                 continue;
             };
             n += 1;
-            sessions.finished += 1;
-            match &s.result {
-                Ok(r) => {
-                    println!(
-                        "session {n} from {}: {}, {} size(s), verified {} octets, {} wrong",
-                        s.peer,
-                        s.hello.test.name(),
-                        s.hello.sizes.len(),
-                        r.verified,
-                        r.errors
-                    );
-                    ok &= r.errors == 0;
-                    sessions.failed += u64::from(r.errors > 0);
-                }
-                Err(e) => {
-                    println!("session {n} from {} failed: {e}", s.peer);
-                    ok = false;
-                    sessions.failed += 1;
-                }
-            }
-            let _ = std::io::stdout().flush();
+            ok &= report_session(n, &s, &mut sessions);
             if memif && server.active() == 0 {
                 // The client exits now: let DPDK's memif tear down unpolled.
                 iwarp::deploy::quiesce_memif(&core, iwarp::deploy::MEMIF_QUIESCE);
@@ -189,7 +192,7 @@ pub fn run(a: ServeArgs) -> Result<bool, String> {
             core.poll();
             server.step();
         }
-        print_end(&core, &server, &pname, rejected);
+        print_end(std::slice::from_ref(&core), &server, &pname, rejected);
         if let Some(m) = &metrics {
             m.publish(snapshot(&core, &server, &mut sessions));
             m.stop();
@@ -199,17 +202,174 @@ pub fn run(a: ServeArgs) -> Result<bool, String> {
     .map_err(|e| e.to_string())?
 }
 
+/// Prints a finished session and counts it; false when it failed or found wrong octets.
+fn report_session(
+    n: u64,
+    s: &iwarp::bench::server::SessionOutcome,
+    sessions: &mut SessionCounters,
+) -> bool {
+    sessions.finished += 1;
+    let ok = match &s.result {
+        Ok(r) => {
+            println!(
+                "session {n} from {}: {}, {} size(s), verified {} octets, {} wrong",
+                s.peer,
+                s.hello.test.name(),
+                s.hello.sizes.len(),
+                r.verified,
+                r.errors
+            );
+            sessions.failed += u64::from(r.errors > 0);
+            r.errors == 0
+        }
+        Err(e) => {
+            println!("session {n} from {} failed: {e}", s.peer);
+            sessions.failed += 1;
+            false
+        }
+    };
+    let _ = std::io::stdout().flush();
+    ok
+}
+
+/// `iwarp serve` on a port of several queue pairs: every core polls on its lcore and
+/// does nothing else; this thread steps every session (whatever core its connection is
+/// on), backing off when none has work.
+#[allow(clippy::too_many_arguments)]
+fn serve_cores(
+    node: iwarp::deploy::Node,
+    listeners: Vec<(u16, ResponderConfig)>,
+    pname: String,
+    paddr: Ipv4Addr,
+    count: Option<u64>,
+    memif: bool,
+    budget: Budget,
+    metrics_addr: Option<std::net::SocketAddr>,
+) -> Result<bool, String> {
+    println!(
+        "port {pname}: {} cores on lcores {:?} ({})",
+        node.cores.len(),
+        node.lcores,
+        node.steering
+    );
+    let name = pname.clone();
+    let (r, cores) = node
+        .run_cores(move |dev, cores| -> Result<(bool, Server, u64), String> {
+            let pname = name;
+            let metrics = match metrics_addr {
+                Some(addr) => {
+                    let m = Metrics::new(&pname);
+                    let (bound, _thread) = m
+                        .serve(addr)
+                        .map_err(|e| format!("control.metrics: cannot listen on {addr}: {e}"))?;
+                    println!("metrics on http://{bound}/metrics");
+                    Some(m)
+                }
+                None => None,
+            };
+            let status = Arc::new(AtomicBool::new(false));
+            signal_hook::flag::register(signal_hook::consts::SIGUSR1, status.clone())
+                .map_err(|e| format!("cannot catch SIGUSR1: {e}"))?;
+            let mut ls = Vec::new();
+            for (tcp_port, rc) in listeners {
+                let l = dev
+                    .listen(tcp_port, rc)
+                    .map_err(|e| format!("listening on {paddr}:{tcp_port}: {e}"))?;
+                println!("listening on {paddr}:{tcp_port} ({pname})");
+                ls.push(l);
+            }
+            print_setup(
+                cores.checksum_offload(),
+                cores.tx_zero_copy(),
+                cores.limits(),
+                &pname,
+                &budget,
+            );
+            let mut server = Server::new(dev, ls, budget);
+            let (mut ok, mut n, mut rejected) = (true, 0u64, 0u64);
+            let mut sessions = SessionCounters::default();
+            let mut published = Instant::now();
+            let mut idle = 0u32;
+            let counters = |server: &Server, sessions: &mut SessionCounters| {
+                let (admitted, rejected) = server.admissions();
+                sessions.admitted = admitted;
+                sessions.rejected = rejected;
+                sessions.active = server.active() as u64;
+                sessions.memory_octets = server.memory_in_use();
+                *sessions
+            };
+            while count.is_none_or(|c| n < c) {
+                if server.step() > 0 {
+                    idle = 0;
+                } else {
+                    idle = idle.saturating_add(1);
+                    if idle > iwarp::driver::IDLE_SLEEPS_AFTER {
+                        std::thread::sleep(iwarp::driver::IDLE_SLEEP);
+                    } else if idle > iwarp::driver::IDLE_SPINS {
+                        std::thread::yield_now();
+                    }
+                }
+                if status.swap(false, Ordering::Relaxed) {
+                    print_status(&cores.snapshot(), &server, &sessions);
+                }
+                if let Some(m) = &metrics {
+                    if published.elapsed() >= METRICS_EVERY {
+                        let c = counters(&server, &mut sessions);
+                        m.publish(Snapshot::of_cores(&cores.snapshot(), c));
+                        published = Instant::now();
+                    }
+                }
+                while let Some((peer, why)) = server.last_rejections.pop_front() {
+                    rejected += 1;
+                    println!("rejected {peer}: {why}");
+                    let _ = std::io::stdout().flush();
+                }
+                let Some(s) = server.take_finished() else {
+                    continue;
+                };
+                n += 1;
+                ok &= report_session(n, &s, &mut sessions);
+                if memif && server.active() == 0 {
+                    // The client exits now: let DPDK's memif tear down unpolled.
+                    cores.quiesce_memif();
+                }
+            }
+            // The sessions' close handshakes go on while the cores run: wait (by their
+            // snapshots) for the tables to empty, within the limits.
+            let lim = *cores.limits();
+            let until = Instant::now() + lim.startup_timeout + lim.linger * 2;
+            while cores.snapshot().gauges.connections > 0 && Instant::now() < until {
+                server.step();
+                std::thread::sleep(std::time::Duration::from_millis(1));
+            }
+            if let Some(m) = &metrics {
+                let c = counters(&server, &mut sessions);
+                m.publish(Snapshot::of_cores(&cores.snapshot(), c));
+                m.stop();
+            }
+            Ok((ok, server, rejected))
+        })
+        .map_err(|e| e.to_string())?;
+    let (ok, server, rejected) = r?;
+    print_end(&cores, &server, &pname, rejected);
+    Ok(ok)
+}
+
 /// The port's offloads and the limits, before the first session.
-fn print_setup(core: &Core, pname: &str, budget: &Budget) {
+fn print_setup(
+    o: dataplane::port::ChecksumOffload,
+    zero_copy: bool,
+    l: &dataplane::limits::Limits,
+    pname: &str,
+    budget: &Budget,
+) {
     let on = |b: bool| if b { "on" } else { "off" };
-    let o = core.checksum_offload();
     println!(
         "port {pname}: checksum offload tx {}, rx {}; zero-copy tx {}",
         on(o.tx_ipv4_tcp),
         on(o.rx_ipv4_tcp),
-        on(core.tx_zero_copy())
+        on(zero_copy)
     );
-    let l = core.limits();
     println!(
         "limits: {} connections, SYN backlog {} per listener (then SYN cookies), \
          startup {:?} and {} octets, user timeout {:?}, linger {:?}, {} TIME-WAIT, \
@@ -233,10 +393,10 @@ fn print_setup(core: &Core, pname: &str, budget: &Budget) {
 }
 
 /// One line on demand (SIGUSR1): sessions and connections now.
-fn print_status(core: &Core, server: &Server, s: &SessionCounters) {
-    let g = core.gauges();
+fn print_status(c: &CoreSnapshot, server: &Server, s: &SessionCounters) {
+    let g = &c.gauges;
     let (admitted, rejected) = server.admissions();
-    let p = core.port_stats();
+    let p = &c.port;
     println!(
         "status: {} sessions running ({} MiB), {} finished ({} failed), {admitted} admitted, \
          {rejected} rejected; {} connections ({} half-open, {} starting, {} in TIME-WAIT); \
@@ -255,10 +415,11 @@ fn print_status(core: &Core, server: &Server, s: &SessionCounters) {
     let _ = std::io::stdout().flush();
 }
 
-/// What the core and the port saw, at the end.
-fn print_end(core: &Core, server: &Server, pname: &str, rejected: u64) {
-    let g = core.gauges();
-    let st = core.stats();
+/// What the cores and the port saw, at the end.
+fn print_end(cores: &[Core], server: &Server, pname: &str, rejected: u64) {
+    let c = CoreSnapshot::of(cores);
+    let g = &c.gauges;
+    let st = &c.stats;
     let (admitted, refused_sessions) = server.admissions();
     println!(
         "core: {} connections left ({} half-open, {} in TIME-WAIT); {} accepted, \
@@ -276,7 +437,23 @@ fn print_end(core: &Core, server: &Server, pname: &str, rejected: u64) {
         st.startup_overflows,
         st.linger_resets
     );
-    let s = core.port_stats();
+    if cores.len() > 1 {
+        let each: Vec<String> = cores
+            .iter()
+            .map(|k| {
+                let s = k.stats();
+                format!(
+                    "core {}: {} accepted, {} frames handed to other cores, {} handed in",
+                    k.index(),
+                    s.accepted,
+                    s.handed_off,
+                    s.handed_in
+                )
+            })
+            .collect();
+        println!("cores: {}", each.join("; "));
+    }
+    let s = &c.port;
     println!(
         "port {pname}: rx {} frames ({} dropped; device checksums {} good, {} bad), \
          tx {} frames ({} dropped; {} checksum offloaded, {} zero-copy)",

@@ -23,7 +23,7 @@ pub const DEFAULT_LINK_TIMEOUT: Duration = Duration::from_secs(10);
 /// Largest per-lcore mempool cache used.
 pub(crate) const MEMPOOL_CACHE: u32 = 256;
 
-/// How to open one DPDK Ethernet device (one rx and one tx queue).
+/// How to open one DPDK Ethernet device (its queue pairs, one per core).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PortConfig {
     /// DPDK device name, looked up with `rte_eth_dev_get_port_by_name`: a virtual
@@ -65,7 +65,13 @@ pub struct PortConfig {
     /// [`CPU_COPY_DRIVERS`](crate::CPU_COPY_DRIVERS). Default false (see
     /// `appconfig::Port::tx_zero_copy` for why).
     pub tx_zero_copy: bool,
+    /// Receive and transmit queue pairs, one per core, 1..=[`MAX_QUEUES`] (see
+    /// [`DpdkPort::open_queues`](crate::DpdkPort::open_queues)). Default 1.
+    pub queues: u16,
 }
+
+/// Most queue pairs [`PortConfig::queues`] takes.
+pub const MAX_QUEUES: u16 = 64;
 
 impl PortConfig {
     /// A configuration for `device` with the defaults: MTU 1500, 1024-descriptor rings,
@@ -83,6 +89,7 @@ impl PortConfig {
             link_timeout: DEFAULT_LINK_TIMEOUT,
             wait_for_link: true,
             tx_zero_copy: false,
+            queues: 1,
         }
     }
 
@@ -125,6 +132,12 @@ impl PortConfig {
             return bad(format!(
                 "mempool of {} mbufs is smaller than {min} (rx ring + tx ring + {} pending + {RX_BURST} burst)",
                 self.mempool_size, TX_PENDING
+            ));
+        }
+        if self.queues == 0 || self.queues > MAX_QUEUES {
+            return bad(format!(
+                "{} queue pairs is not in 1..={MAX_QUEUES}",
+                self.queues
             ));
         }
         if let Some(mac) = self.mac {

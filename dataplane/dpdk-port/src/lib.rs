@@ -115,10 +115,12 @@ mod eal;
 mod error;
 mod port;
 
-pub use config::{PortConfig, DEFAULT_MTU, DEFAULT_RING, MAX_MTU, MIN_MTU, RX_BURST, TX_PENDING};
+pub use config::{
+    PortConfig, DEFAULT_MTU, DEFAULT_RING, MAX_MTU, MAX_QUEUES, MIN_MTU, RX_BURST, TX_PENDING,
+};
 pub use eal::{Eal, Launched};
 pub use error::DpdkError;
-pub use port::{DeviceStats, DpdkPort, CPU_COPY_DRIVERS, FLUSH_RETRIES};
+pub use port::{DeviceStats, DpdkPort, QueueSteering, CPU_COPY_DRIVERS, FLUSH_RETRIES};
 
 #[cfg(test)]
 mod tests;

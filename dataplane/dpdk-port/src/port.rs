@@ -158,13 +158,65 @@ pub struct DeviceStats {
     pub rx_nombuf: u64,
 }
 
-/// Queue 0 (receive and transmit) of one DPDK Ethernet device, with its own mempool.
+/// The open device that the queues of [`DpdkPort::open_queues`] share: stopped and
+/// closed, and its mempools freed, when the last queue goes.
+struct Device {
+    /// Keeps EAL alive until the device is closed (dropped after `drop`'s body).
+    _eal: Arc<EalInner>,
+    port_id: u16,
+    /// One mempool per queue.
+    pools: Vec<*mut rte_mempool>,
+}
+
+// SAFETY: the pointers are the device's mempools, used by `drop` alone (each queue keeps
+// its own copy of its pool's pointer); DPDK's stop, close and mempool free may run on any
+// thread once no queue is in use, which holding the last reference guarantees.
+unsafe impl Send for Device {}
+// SAFETY: as above: nothing is done through a shared reference.
+unsafe impl Sync for Device {}
+
+impl Drop for Device {
+    fn drop(&mut self) {
+        // SAFETY: every queue of the device is gone (this was the last reference):
+        // stopping and closing releases the queues (and every mbuf they hold) before the
+        // pools are freed. EAL is still alive (self._eal is dropped after this body).
+        unsafe {
+            dpdk_sys::rte_eth_dev_stop(self.port_id);
+            dpdk_sys::rte_eth_dev_close(self.port_id);
+            for &p in &self.pools {
+                dpdk_sys::rte_mempool_free(p);
+            }
+        }
+        release(self.port_id);
+    }
+}
+
+/// How the queues of a device opened by [`DpdkPort::open_queues`] spread flows.
+#[derive(Debug, Clone)]
+pub struct QueueSteering {
+    /// The flow hash the cores of the queues use to tell which owns a flow: the
+    /// device's own when `by_device`, else the symmetric Toeplitz hash over the queues
+    /// with the round-robin table.
+    pub rss: wire::rss::Rss,
+    /// The device puts every flow on the queue `rss` names (its RSS was programmed with
+    /// that key and table): no frame is handed between cores. False: the device spreads
+    /// flows its own way (a kernel fan-out, no RSS), and a core hands a frame it does not
+    /// own to its owner.
+    pub by_device: bool,
+    /// How, in a few words (for logs and reports).
+    pub how: String,
+}
+
+/// One receive and transmit queue pair of a DPDK Ethernet device, with its own mempool.
 ///
 /// See the [crate docs](crate) for how mbufs are handled. Not `Sync`: one thread at a
 /// time uses the queues (DPDK's rule for a queue); it may move between threads.
 pub struct DpdkPort {
-    /// Keeps EAL alive until the port is gone.
-    _eal: Arc<EalInner>,
+    /// The device, shared by its queues: held (never read) so that it closes only when
+    /// the last of them goes.
+    _dev: Arc<Device>,
+    /// This port's queue pair.
+    queue: u16,
     port_id: u16,
     device: String,
     driver: String,
@@ -212,11 +264,89 @@ impl fmt::Debug for DpdkPort {
     }
 }
 
-/// Releases the device claim (and, once armed, closes the device and frees the pool)
+/// How the queues spread flows, after the device started: with device RSS, the
+/// indirection table is programmed round robin over the queues (or read back when the
+/// device will not take one), so that the cores hash as the device does.
+fn steering_of(
+    port_id: u16,
+    dev: &str,
+    driver: &str,
+    queues: u16,
+    device_rss: bool,
+    reta_size: u16,
+) -> Result<QueueSteering, DpdkError> {
+    use wire::rss::{Rss, SYMMETRIC_KEY};
+    let n = usize::from(queues);
+    let software = |how: String| QueueSteering {
+        rss: Rss::symmetric(n).expect("at least one queue"),
+        by_device: n == 1,
+        how,
+    };
+    if n == 1 {
+        return Ok(software("one queue".into()));
+    }
+    if driver == "net_memif" {
+        // Queue pair i is the peer's queue pair i: a peer that steers by the same hash
+        // (another iwarp with as many cores) sends each flow on the queue of its owner.
+        return Ok(QueueSteering {
+            by_device: false,
+            ..software(
+                "memif: queue pair i meets the peer's queue pair i; a peer hashing like this \
+                 one sends each flow on its owner's queue, other frames are handed over"
+                    .into(),
+            )
+        });
+    }
+    if !device_rss || reta_size == 0 {
+        return Ok(software(format!(
+            "{driver} has no RSS for IPv4/TCP: frames for another core's flows are handed to it"
+        )));
+    }
+    let size = usize::from(reta_size);
+    let mut conf = vec![dpdk_sys::rte_eth_rss_reta_entry64::default(); size.div_ceil(64)];
+    for (i, e) in conf.iter_mut().enumerate() {
+        e.mask = u64::MAX;
+        for (j, slot) in e.reta.iter_mut().enumerate() {
+            *slot = ((i * 64 + j) % n) as u16;
+        }
+    }
+    // SAFETY: started port; conf holds reta_size entries (whole groups of 64).
+    let ret =
+        unsafe { dpdk_sys::rte_eth_dev_rss_reta_update(port_id, conf.as_mut_ptr(), reta_size) };
+    if ret < 0 {
+        // Keep the device's table, if it tells it.
+        for e in conf.iter_mut() {
+            e.mask = u64::MAX;
+        }
+        // SAFETY: as above; the call fills the groups in.
+        let q =
+            unsafe { dpdk_sys::rte_eth_dev_rss_reta_query(port_id, conf.as_mut_ptr(), reta_size) };
+        if q < 0 {
+            return Ok(software(format!(
+                "{driver}: RSS on, but its indirection table can be neither set nor read \
+                 (error {ret}): frames for another core's flows are handed to it"
+            )));
+        }
+    }
+    let reta: Vec<u16> = conf.iter().flat_map(|e| e.reta).take(size).collect();
+    match Rss::with_table(SYMMETRIC_KEY, n, reta) {
+        Ok(rss) => Ok(QueueSteering {
+            rss,
+            by_device: true,
+            how: format!("RSS, symmetric Toeplitz key, {size}-entry table"),
+        }),
+        Err(e) => Err(DpdkError::invalid(
+            "rte_eth_dev_rss_reta_query",
+            dev,
+            e.to_string(),
+        )),
+    }
+}
+/// Releases the device claim (and, once armed, closes the device and frees the pools)
 /// when `open` fails half way.
 struct OpenGuard {
     port_id: u16,
-    pool: *mut rte_mempool,
+    pools: Vec<*mut rte_mempool>,
     close: bool,
     done: bool,
 }
@@ -235,8 +365,8 @@ impl Drop for OpenGuard {
                 dpdk_sys::rte_eth_dev_stop(self.port_id);
                 dpdk_sys::rte_eth_dev_close(self.port_id);
             }
-            if !self.pool.is_null() {
-                dpdk_sys::rte_mempool_free(self.pool);
+            for &p in &self.pools {
+                dpdk_sys::rte_mempool_free(p);
             }
         }
         release(self.port_id);
@@ -263,16 +393,37 @@ fn release(port_id: u16) {
 }
 
 impl DpdkPort {
-    /// Opens `cfg.device`: creates its mempool, configures one rx and one tx queue
-    /// without offloads, sets the MTU, programs the MAC override (or turns promiscuous
-    /// mode on when the device cannot change its address), starts the device and reads
-    /// its MAC.
+    /// Opens `cfg.device` with one queue pair (`cfg.queues` must be 1): see
+    /// [`DpdkPort::open_queues`].
+    pub fn open(eal: &Eal, cfg: &PortConfig) -> Result<DpdkPort, DpdkError> {
+        if cfg.queues != 1 {
+            return Err(DpdkError::invalid(
+                "DpdkPort::open",
+                &cfg.device,
+                format!("{} queues asked: use open_queues", cfg.queues),
+            ));
+        }
+        let (mut ports, _) = Self::open_queues(eal, cfg)?;
+        Ok(ports.remove(0))
+    }
+
+    /// Opens `cfg.device` with `cfg.queues` receive and transmit queue pairs, one
+    /// [`DpdkPort`] each (element `i` is queue pair `i`), each with a mempool of its
+    /// own: configures the queues, the checksum offloads, the MTU and, with several
+    /// queues on a device that offers RSS for IPv4/TCP, RSS with the symmetric Toeplitz
+    /// key and a round-robin indirection table ([`QueueSteering`]); programs the MAC
+    /// override (or turns promiscuous mode on when the device cannot change its address),
+    /// starts the device and reads its MAC. The device closes when the last queue goes.
     ///
     /// Errors: an invalid `cfg` ([`PortConfig::validate`]), no such device (`ENODEV`),
-    /// the device already open in this process (`EBUSY`), an MTU outside the device's
-    /// range, or any failing DPDK call. A device that fails after its queues were set up
-    /// is closed (it cannot be opened again in this process).
-    pub fn open(eal: &Eal, cfg: &PortConfig) -> Result<DpdkPort, DpdkError> {
+    /// the device already open in this process (`EBUSY`), more queues than the device
+    /// has, an MTU outside the device's range, or any failing DPDK call. A device that
+    /// fails after its queues were set up is closed (it cannot be opened again in this
+    /// process).
+    pub fn open_queues(
+        eal: &Eal,
+        cfg: &PortConfig,
+    ) -> Result<(Vec<DpdkPort>, QueueSteering), DpdkError> {
         cfg.validate()?;
         let dev = cfg.device.as_str();
         let cname = CString::new(dev)
@@ -292,7 +443,7 @@ impl DpdkPort {
         claim(port_id, dev)?;
         let mut guard = OpenGuard {
             port_id,
-            pool: ptr::null_mut(),
+            pools: Vec::new(),
             close: false,
             done: false,
         };
@@ -341,8 +492,33 @@ impl DpdkPort {
             ));
         }
 
-        // 1 rx + 1 tx queue, the MTU, and the checksum offloads the device offers.
+        let queues = cfg.queues;
+        if queues > info.max_rx_queues || queues > info.max_tx_queues {
+            return Err(DpdkError::invalid(
+                "DpdkPort::open",
+                dev,
+                format!(
+                    "{queues} queue pairs asked; the device ({driver}) has {} receive and {} \
+                     transmit queues",
+                    info.max_rx_queues, info.max_tx_queues
+                ),
+            ));
+        }
+        // The queues, the MTU, RSS, and the checksum offloads the device offers.
         let mut conf = dpdk_sys::rte_eth_conf::default();
+        let rss_hf = info.flow_type_rss_offloads & dpdk_sys::RTE_ETH_RSS_NONFRAG_IPV4_TCP;
+        let device_rss = queues > 1 && rss_hf != 0;
+        // The symmetric key, as long as the device's (its 16-bit period continues).
+        let key_len = usize::from(info.hash_key_size).max(wire::rss::KEY_LEN);
+        let mut rss_key: Vec<u8> = (0..key_len)
+            .map(|i| wire::rss::SYMMETRIC_KEY[i % 2])
+            .collect();
+        if device_rss {
+            conf.rxmode.mq_mode = dpdk_sys::RTE_ETH_MQ_RX_RSS;
+            conf.rx_adv_conf.rss_conf.rss_key = rss_key.as_mut_ptr();
+            conf.rx_adv_conf.rss_conf.rss_key_len = key_len as u8;
+            conf.rx_adv_conf.rss_conf.rss_hf = rss_hf;
+        }
         conf.rxmode.mtu = cfg.mtu as u32;
         let offload = if cfg.checksum_offload {
             checksum_offload_of(info.tx_offload_capa, info.rx_offload_capa)
@@ -362,8 +538,10 @@ impl DpdkPort {
         // SAFETY: valid port id, stopped (it was never started, or stopped by the
         // previous owner's close); conf is a live local.
         check("rte_eth_dev_configure", dev, unsafe {
-            dpdk_sys::rte_eth_dev_configure(port_id, 1, 1, &conf)
+            dpdk_sys::rte_eth_dev_configure(port_id, queues, queues, &conf)
         })?;
+        // Configured: the key was copied.
+        drop(rss_key);
         // SAFETY: configured port.
         let ret = unsafe { dpdk_sys::rte_eth_dev_set_mtu(port_id, cfg.mtu as u16) };
         // ENOTSUP: the PMD applies rxmode.mtu itself at start.
@@ -380,18 +558,12 @@ impl DpdkPort {
             promiscuous = ret < 0;
         }
 
-        // Mempool.
-        let pool_name = format!("dpp{port_id}_{}", POOL_SEQ.fetch_add(1, Ordering::Relaxed));
-        let cpool = CString::new(pool_name.as_str()).expect("no NUL in a formatted name");
+        // A mempool per queue.
         let data_room = cfg
             .data_room()
             .max(dpdk_sys::RTE_PKTMBUF_HEADROOM as usize + info.min_rx_bufsize as usize);
         let data_room = u16::try_from(data_room).map_err(|_| {
-            DpdkError::invalid(
-                "rte_pktmbuf_pool_create",
-                &pool_name,
-                "mbuf data room above 65535",
-            )
+            DpdkError::invalid("rte_pktmbuf_pool_create", dev, "mbuf data room above 65535")
         })?;
         let cache = MEMPOOL_CACHE.min(cfg.mempool_size / 8);
         // SAFETY: valid port id.
@@ -401,21 +573,25 @@ impl DpdkPort {
         } else {
             socket
         };
-        // SAFETY: EAL initialised; cpool is NUL-terminated; the sizes were checked.
-        let pool = unsafe {
-            dpdk_sys::rte_pktmbuf_pool_create(
-                cpool.as_ptr(),
-                cfg.mempool_size,
-                cache,
-                0,
-                data_room,
-                socket,
-            )
-        };
-        if pool.is_null() {
-            return Err(DpdkError::from_errno("rte_pktmbuf_pool_create", pool_name));
+        for _ in 0..queues {
+            let pool_name = format!("dpp{port_id}_{}", POOL_SEQ.fetch_add(1, Ordering::Relaxed));
+            let cpool = CString::new(pool_name.as_str()).expect("no NUL in a formatted name");
+            // SAFETY: EAL initialised; cpool is NUL-terminated; the sizes were checked.
+            let pool = unsafe {
+                dpdk_sys::rte_pktmbuf_pool_create(
+                    cpool.as_ptr(),
+                    cfg.mempool_size,
+                    cache,
+                    0,
+                    data_room,
+                    socket,
+                )
+            };
+            if pool.is_null() {
+                return Err(DpdkError::from_errno("rte_pktmbuf_pool_create", pool_name));
+            }
+            guard.pools.push(pool);
         }
-        guard.pool = pool;
 
         // Queues.
         let (mut nb_rx, mut nb_tx) = (cfg.rx_ring, cfg.tx_ring);
@@ -425,15 +601,20 @@ impl DpdkPort {
         })?;
         guard.close = true;
         let qsocket = socket.max(0) as u32;
-        // SAFETY: configured, stopped port; pool is a live pktmbuf pool that outlives
-        // the queue (freed only after the device is closed).
-        check("rte_eth_rx_queue_setup", dev, unsafe {
-            dpdk_sys::rte_eth_rx_queue_setup(port_id, 0, nb_rx, qsocket, ptr::null(), pool)
-        })?;
-        // SAFETY: configured, stopped port; NULL selects the default txconf.
-        check("rte_eth_tx_queue_setup", dev, unsafe {
-            dpdk_sys::rte_eth_tx_queue_setup(port_id, 0, nb_tx, qsocket, ptr::null())
-        })?;
+        for (q, &pool) in guard.pools.iter().enumerate() {
+            let q = q as u16;
+            // SAFETY: configured, stopped port, q below the configured count; pool is a
+            // live pktmbuf pool that outlives the queue (freed only after the device is
+            // closed).
+            check("rte_eth_rx_queue_setup", dev, unsafe {
+                dpdk_sys::rte_eth_rx_queue_setup(port_id, q, nb_rx, qsocket, ptr::null(), pool)
+            })?;
+            // SAFETY: configured, stopped port, q below the configured count; NULL
+            // selects the default txconf.
+            check("rte_eth_tx_queue_setup", dev, unsafe {
+                dpdk_sys::rte_eth_tx_queue_setup(port_id, q, nb_tx, qsocket, ptr::null())
+            })?;
+        }
         // No retry on failure: DPDK 22.11's memif client, whose start fails when its
         // server is not listening, never completes the handshake after a later start that
         // connects (tried); a new process must try again.
@@ -475,30 +656,49 @@ impl DpdkPort {
             _ => addr.addr_bytes,
         };
 
+        let steering = steering_of(port_id, dev, &driver, queues, device_rss, info.reta_size)?;
         guard.done = true;
-        let pending_cap = TX_PENDING.min(usize::from(nb_tx)).max(1);
-        Ok(DpdkPort {
+        let pools = std::mem::take(&mut guard.pools);
+        let shared = Arc::new(Device {
             _eal: eal.inner.clone(),
             port_id,
-            device: cfg.device.clone(),
-            driver,
-            pool,
-            mac: EthernetAddress(mac),
-            mtu: cfg.mtu,
-            max_frame: cfg.max_frame(),
-            promiscuous,
-            tx_offload_capa: info.tx_offload_capa,
-            offload,
-            zero_copy,
-            // SAFETY: EAL is initialised.
-            iova_va: unsafe { dpdk_sys::rte_eal_iova_mode() } == dpdk_sys::RTE_IOVA_VA,
-            pending: Vec::with_capacity(pending_cap),
-            pending_cap,
-            rx: [ptr::null_mut(); RX_BURST],
-            scratch: vec![0; cfg.max_frame()],
-            stats: PortStats::default(),
-            rx_linearized: 0,
-        })
+            pools: pools.clone(),
+        });
+        let pending_cap = TX_PENDING.min(usize::from(nb_tx)).max(1);
+        // SAFETY: EAL is initialised.
+        let iova_va = unsafe { dpdk_sys::rte_eal_iova_mode() } == dpdk_sys::RTE_IOVA_VA;
+        let ports = pools
+            .into_iter()
+            .enumerate()
+            .map(|(q, pool)| DpdkPort {
+                _dev: shared.clone(),
+                queue: q as u16,
+                port_id,
+                device: cfg.device.clone(),
+                driver: driver.clone(),
+                pool,
+                mac: EthernetAddress(mac),
+                mtu: cfg.mtu,
+                max_frame: cfg.max_frame(),
+                promiscuous,
+                tx_offload_capa: info.tx_offload_capa,
+                offload,
+                zero_copy,
+                iova_va,
+                pending: Vec::with_capacity(pending_cap),
+                pending_cap,
+                rx: [ptr::null_mut(); RX_BURST],
+                scratch: vec![0; cfg.max_frame()],
+                stats: PortStats::default(),
+                rx_linearized: 0,
+            })
+            .collect();
+        Ok((ports, steering))
+    }
+
+    /// The queue pair this port uses.
+    pub fn queue(&self) -> u16 {
+        self.queue
     }
 
     /// The DPDK port id.
@@ -775,9 +975,15 @@ impl Port for DpdkPort {
         let mut taken = 0usize;
         while taken < max {
             let want = (max - taken).min(RX_BURST);
-            // SAFETY: open, started port, queue 0; self.rx has room for `want` pointers.
+            // SAFETY: open, started port, this port's queue (used by this value alone);
+            // self.rx has room for `want` pointers.
             let n = usize::from(unsafe {
-                dpdk_sys::rte_eth_rx_burst(self.port_id, 0, self.rx.as_mut_ptr(), want as u16)
+                dpdk_sys::rte_eth_rx_burst(
+                    self.port_id,
+                    self.queue,
+                    self.rx.as_mut_ptr(),
+                    want as u16,
+                )
             });
             if n == 0 {
                 break;
@@ -853,12 +1059,13 @@ impl Port for DpdkPort {
         let mut sent = 0usize;
         let mut idle = 0u32;
         while sent < total && idle < FLUSH_RETRIES {
-            // SAFETY: open, started port, queue 0; pending[sent..] are valid mbufs we
-            // own; the PMD takes ownership of the first `n` it returns.
+            // SAFETY: open, started port, this port's queue (used by this value alone);
+            // pending[sent..] are valid mbufs we own; the PMD takes ownership of the
+            // first `n` it returns.
             let n = usize::from(unsafe {
                 dpdk_sys::rte_eth_tx_burst(
                     self.port_id,
-                    0,
+                    self.queue,
                     self.pending.as_mut_ptr().add(sent),
                     (total - sent) as u16,
                 )
@@ -880,7 +1087,11 @@ impl Port for DpdkPort {
 
     fn stats(&self) -> PortStats {
         let mut s = self.stats;
-        if let Ok(d) = self.device_stats() {
+        // The device's own drop counters, once (on queue 0) for all its queues.
+        if let Some(d) = (self.queue == 0)
+            .then(|| self.device_stats().ok())
+            .flatten()
+        {
             s.rx_dropped += d.imissed + d.ierrors + d.rx_nombuf;
             s.tx_dropped += d.oerrors;
         }
@@ -895,14 +1106,6 @@ impl Drop for DpdkPort {
             unsafe { dpdk_sys::rte_pktmbuf_free(m) };
         }
         self.pending.clear();
-        // SAFETY: we own the open device and its pool; stopping and closing releases the
-        // queues (and every mbuf they hold) before the pool is freed. EAL is still alive
-        // (self._eal is dropped after this body).
-        unsafe {
-            dpdk_sys::rte_eth_dev_stop(self.port_id);
-            dpdk_sys::rte_eth_dev_close(self.port_id);
-            dpdk_sys::rte_mempool_free(self.pool);
-        }
-        release(self.port_id);
+        // The device closes when its last queue goes (`Device::drop`).
     }
 }

@@ -134,6 +134,31 @@ pub struct CoreStats {
     pub handoff_dropped: u64,
 }
 
+impl CoreStats {
+    /// Adds another core's counters (the figures of a device of several cores).
+    pub fn add(&mut self, o: &CoreStats) {
+        self.polls += o.polls;
+        self.unmatched_segments += o.unmatched_segments;
+        self.bad_segments += o.bad_segments;
+        self.fpdus_received += o.fpdus_received;
+        self.fpdus_sent += o.fpdus_sent;
+        self.tx_failures += o.tx_failures;
+        self.accepted += o.accepted;
+        self.connected += o.connected;
+        self.syn_cookies_sent += o.syn_cookies_sent;
+        self.syn_cookies_accepted += o.syn_cookies_accepted;
+        self.refused += o.refused;
+        self.startup_timeouts += o.startup_timeouts;
+        self.startup_overflows += o.startup_overflows;
+        self.linger_resets += o.linger_resets;
+        self.time_wait_evicted += o.time_wait_evicted;
+        self.events_deferred += o.events_deferred;
+        self.handed_off += o.handed_off;
+        self.handed_in += o.handed_in;
+        self.handoff_dropped += o.handoff_dropped;
+    }
+}
+
 /// How full a core is now.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct CoreGauges {
@@ -149,6 +174,18 @@ pub struct CoreGauges {
     pub outbox: usize,
     /// Timer entries (live and stale).
     pub timers: usize,
+}
+
+impl CoreGauges {
+    /// Adds another core's gauges.
+    pub fn add(&mut self, o: &CoreGauges) {
+        self.connections += o.connections;
+        self.half_open += o.half_open;
+        self.startup += o.startup;
+        self.time_wait += o.time_wait;
+        self.outbox += o.outbox;
+        self.timers += o.timers;
+    }
 }
 
 /// Segment-alignment counters of all connections ever run by a core (RFC 5044 5.3).

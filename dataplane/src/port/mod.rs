@@ -66,6 +66,22 @@ pub struct PortStats {
     pub tx_zero_copy: u64,
 }
 
+impl PortStats {
+    /// Adds another queue's counters (the figures of a device of several queues).
+    pub fn add(&mut self, o: &PortStats) {
+        self.rx_frames += o.rx_frames;
+        self.rx_octets += o.rx_octets;
+        self.tx_frames += o.tx_frames;
+        self.tx_octets += o.tx_octets;
+        self.rx_dropped += o.rx_dropped;
+        self.tx_dropped += o.tx_dropped;
+        self.tx_checksum_offloaded += o.tx_checksum_offloaded;
+        self.rx_checksum_good += o.rx_checksum_good;
+        self.rx_checksum_bad += o.rx_checksum_bad;
+        self.tx_zero_copy += o.tx_zero_copy;
+    }
+}
+
 /// The checksum work a port's device does (agreed when the port was opened).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct ChecksumOffload {
