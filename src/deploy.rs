@@ -254,11 +254,41 @@ pub fn open_with_faults(
     port: usize,
     faults: FaultConfig,
 ) -> Result<Node, DeployError> {
+    use dpdk_port::Eal;
+    let eal = Eal::init(&cfg.eal_argv()).map_err(|e| DeployError::Dpdk(e.to_string()))?;
+    open_node(cfg, &eal, port, faults)
+}
+
+/// Opens the nodes of `cfg` on each of `ports` (indices from [`select_port`]) in one
+/// EAL: the ports of an appliance (`iwarp serve` serves every port with listeners).
+#[cfg(feature = "dpdk")]
+pub fn open_ports(cfg: &Config, ports: &[usize]) -> Result<Vec<Node>, DeployError> {
+    let eal =
+        dpdk_port::Eal::init(&cfg.eal_argv()).map_err(|e| DeployError::Dpdk(e.to_string()))?;
+    ports
+        .iter()
+        .map(|&p| open_node(cfg, &eal, p, FaultConfig::default()))
+        .collect()
+}
+
+/// Without DPDK there is nothing to open.
+#[cfg(not(feature = "dpdk"))]
+pub fn open_ports(_cfg: &Config, _ports: &[usize]) -> Result<Vec<Node>, DeployError> {
+    Err(DeployError::NoDpdk)
+}
+
+#[cfg(feature = "dpdk")]
+fn open_node(
+    cfg: &Config,
+    eal: &dpdk_port::Eal,
+    port: usize,
+    faults: FaultConfig,
+) -> Result<Node, DeployError> {
     use dataplane::lcore::steer::{Steering, DEFAULT_INBOX};
     use dataplane::lcore::CoreConfig;
     use dataplane::net::NetConfig;
     use dataplane::port::Port;
-    use dpdk_port::{DpdkPort, Eal};
+    use dpdk_port::DpdkPort;
 
     let p = cfg
         .ports
@@ -267,10 +297,9 @@ pub fn open_with_faults(
     let mut pcfg = port_configs(&cfg.ports)
         .swap_remove(port)
         .ok_or_else(|| DeployError::Select(format!("port {:?} has no DPDK device", p.name)))?;
-    let eal = Eal::init(&cfg.eal_argv()).map_err(|e| DeployError::Dpdk(e.to_string()))?;
     pcfg.link_timeout = cfg.control.link_timeout.0;
     let (queues, steering) =
-        DpdkPort::open_queues(&eal, &pcfg).map_err(|e| DeployError::Dpdk(e.to_string()))?;
+        DpdkPort::open_queues(eal, &pcfg).map_err(|e| DeployError::Dpdk(e.to_string()))?;
     let mtu = queues.first().map_or(pcfg.mtu, |q| q.mtu());
     let mac = queues.first().map(|q| q.mac());
     let n = queues.len();
@@ -319,7 +348,7 @@ pub fn open_with_faults(
         addr: p.ipv4.addr,
         lcores,
         steering: steering.how,
-        eal,
+        eal: eal.clone(),
     })
 }
 
@@ -427,37 +456,190 @@ impl Cores {
     }
 }
 
-/// One core's poll loop on its lcore: polls until `stop`, publishing a snapshot every
-/// [`SNAPSHOT_EVERY`] polls and pausing when asked ([`Cores::quiesce_memif`]).
-fn poll_loop(
-    mut core: Core,
-    stop: &std::sync::atomic::AtomicBool,
-    quiesce: &std::sync::atomic::AtomicU64,
-    snap: &std::sync::Mutex<CoreSnapshot>,
-) -> Core {
+/// One polled core: the core, where it publishes its snapshot, its node's quiesce
+/// generation.
+type Polled = (
+    Core,
+    std::sync::Arc<std::sync::Mutex<CoreSnapshot>>,
+    std::sync::Arc<std::sync::atomic::AtomicU64>,
+);
+
+/// One lcore's poll loop over its cores (one per port it polls): polls each in turn until
+/// `stop`, publishing snapshots every [`SNAPSHOT_EVERY`] rounds and pausing a core when
+/// its node asks ([`Cores::quiesce_memif`]).
+fn poll_loop(cores: Vec<Polled>, stop: &std::sync::atomic::AtomicBool) -> Vec<Polled> {
     use std::sync::atomic::Ordering;
-    let mut seen = quiesce.load(Ordering::Acquire);
-    let mut polls = 0u64;
+    let mut cores = cores;
+    let mut seen: Vec<u64> = cores
+        .iter()
+        .map(|(_, _, q)| q.load(Ordering::Acquire))
+        .collect();
+    let mut rounds = 0u64;
     while !stop.load(Ordering::Relaxed) {
-        core.poll();
-        polls += 1;
-        if polls % SNAPSHOT_EVERY == 0 {
-            let q = quiesce.load(Ordering::Acquire);
-            if q != seen {
-                seen = q;
-                quiesce_memif(&core, MEMIF_QUIESCE);
+        for (core, _, _) in cores.iter_mut() {
+            core.poll();
+        }
+        rounds += 1;
+        if rounds % SNAPSHOT_EVERY == 0 {
+            for ((core, snap, quiesce), seen) in cores.iter().zip(seen.iter_mut()) {
+                let q = quiesce.load(Ordering::Acquire);
+                if q != *seen {
+                    *seen = q;
+                    quiesce_memif(core, MEMIF_QUIESCE);
+                }
+                let s = CoreSnapshot {
+                    stats: core.stats(),
+                    gauges: core.gauges(),
+                    port: core.port_stats(),
+                    alignment: core.alignment(),
+                    per_core: Vec::new(),
+                };
+                *snap.lock().unwrap_or_else(|e| e.into_inner()) = s;
             }
-            let s = CoreSnapshot {
-                stats: core.stats(),
-                gauges: core.gauges(),
-                port: core.port_stats(),
-                alignment: core.alignment(),
-                per_core: Vec::new(),
-            };
-            *snap.lock().unwrap_or_else(|e| e.into_inner()) = s;
         }
     }
-    core
+    cores
+}
+
+/// Runs every core of `nodes` (the ports of a deployment) and `job` on the calling
+/// thread, as [`Node::run_cores`] does for one: each lcore polls the cores of the queues
+/// it was given, one per port it lists, and nothing else. `job` gets each node's device
+/// and a view of its running cores, in the order of `nodes`; when it returns the cores
+/// stop and come back (per node, by queue) with its result.
+pub fn run_nodes<F, T>(nodes: Vec<Node>, job: F) -> Result<(T, Vec<Vec<Core>>), DeployError>
+where
+    F: FnOnce(Vec<Device>, &[Cores]) -> T,
+{
+    use std::collections::BTreeMap;
+    use std::sync::atomic::{AtomicBool, AtomicU64};
+    use std::sync::{Arc, Mutex};
+    #[cfg(feature = "dpdk")]
+    let eal = match nodes.first() {
+        Some(n) => n.eal.clone(),
+        None => return Err(DeployError::Select("no port to run".into())),
+    };
+    let stop = Arc::new(AtomicBool::new(false));
+    let mut views = Vec::new();
+    let mut devices = Vec::new();
+    // lcore id (None: a thread of its own) -> (node, queue, polled core).
+    let mut by_lcore: BTreeMap<Option<u32>, Vec<(usize, usize, Polled)>> = BTreeMap::new();
+    for (ni, node) in nodes.into_iter().enumerate() {
+        let Node {
+            device,
+            cores,
+            lcores,
+            ..
+        } = node;
+        let first = cores
+            .first()
+            .ok_or_else(|| DeployError::Select("a port has no queue pair to poll".into()))?;
+        let quiesce = Arc::new(AtomicU64::new(0));
+        let view = Cores {
+            snaps: cores
+                .iter()
+                .map(|_| Arc::new(Mutex::new(CoreSnapshot::default())))
+                .collect(),
+            quiesce: quiesce.clone(),
+            limits: *first.limits(),
+            offload: first.checksum_offload(),
+            zero_copy: first.tx_zero_copy(),
+        };
+        for (qi, core) in cores.into_iter().enumerate() {
+            let lcore = lcores.get(qi).copied();
+            #[cfg(feature = "dpdk")]
+            let lcore = lcore.filter(|&l| l != eal.main_lcore());
+            by_lcore.entry(lcore).or_default().push((
+                ni,
+                qi,
+                (core, view.snaps[qi].clone(), quiesce.clone()),
+            ));
+        }
+        views.push(view);
+        devices.push(device);
+    }
+    enum Running {
+        #[cfg(feature = "dpdk")]
+        Lcore(dpdk_port::Launched<Vec<Polled>>),
+        Thread(std::thread::JoinHandle<Vec<Polled>>),
+    }
+    let mut running: Vec<(Vec<(usize, usize)>, Running)> = Vec::new();
+    let mut failed = None;
+    let mut groups: Vec<(Option<u32>, Vec<(usize, usize, Polled)>)> = Vec::new();
+    for (lcore, list) in by_lcore {
+        match lcore {
+            Some(_) => groups.push((lcore, list)),
+            // Cores without an lcore of their own: a thread each.
+            None => groups.extend(list.into_iter().map(|c| (None, vec![c]))),
+        }
+    }
+    for (lcore, list) in groups {
+        let ids: Vec<(usize, usize)> = list.iter().map(|(n, q, _)| (*n, *q)).collect();
+        let polled: Vec<Polled> = list.into_iter().map(|(_, _, p)| p).collect();
+        let stop = stop.clone();
+        let body = move || poll_loop(polled, &stop);
+        #[cfg(feature = "dpdk")]
+        {
+            if let Some(l) = lcore {
+                match eal.launch(l, body) {
+                    Ok(h) => running.push((ids, Running::Lcore(h))),
+                    Err(e) => {
+                        failed = Some(DeployError::Dpdk(e.to_string()));
+                        break;
+                    }
+                }
+                continue;
+            }
+        }
+        let name = match lcore {
+            Some(l) => format!("iwarp-lcore{l}"),
+            None => format!("iwarp-core{}.{}", ids[0].0, ids[0].1),
+        };
+        match std::thread::Builder::new().name(name).spawn(body) {
+            Ok(h) => running.push((ids, Running::Thread(h))),
+            Err(e) => {
+                failed = Some(DeployError::Dpdk(format!("spawning a core thread: {e}")));
+                break;
+            }
+        }
+    }
+    let out = if failed.is_none() {
+        Some(job(devices, &views))
+    } else {
+        None
+    };
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let mut back: Vec<Vec<(usize, Core)>> = views.iter().map(|_| Vec::new()).collect();
+    for (ids, r) in running {
+        let polled = match r {
+            #[cfg(feature = "dpdk")]
+            Running::Lcore(h) => h.join().map_err(|e| DeployError::Dpdk(e.to_string())),
+            Running::Thread(h) => h
+                .join()
+                .map_err(|_| DeployError::Dpdk("a core thread panicked".into())),
+        };
+        match polled {
+            Ok(list) => {
+                for ((n, q), (core, _, _)) in ids.into_iter().zip(list) {
+                    back[n].push((q, core));
+                }
+            }
+            Err(e) => {
+                failed.get_or_insert(e);
+            }
+        }
+    }
+    let back: Vec<Vec<Core>> = back
+        .into_iter()
+        .map(|mut v| {
+            v.sort_by_key(|(q, _)| *q);
+            v.into_iter().map(|(_, c)| c).collect()
+        })
+        .collect();
+    match (out, failed) {
+        (Some(t), None) => Ok((t, back)),
+        (_, Some(e)) => Err(e),
+        (None, None) => Err(DeployError::Dpdk("the cores did not start".into())),
+    }
 }
 
 impl Node {
@@ -517,95 +699,9 @@ impl Node {
     where
         F: FnOnce(Device, &Cores) -> T,
     {
-        use std::sync::atomic::{AtomicBool, AtomicU64};
-        use std::sync::{Arc, Mutex};
-        let Node {
-            device,
-            cores,
-            lcores,
-            #[cfg(feature = "dpdk")]
-            eal,
-            ..
-        } = self;
-        let first = cores
-            .first()
-            .ok_or_else(|| DeployError::Select("the port has no queue pair to poll".into()))?;
-        let stop = Arc::new(AtomicBool::new(false));
-        let quiesce = Arc::new(AtomicU64::new(0));
-        let view = Cores {
-            snaps: cores
-                .iter()
-                .map(|_| Arc::new(Mutex::new(CoreSnapshot::default())))
-                .collect(),
-            quiesce: quiesce.clone(),
-            limits: *first.limits(),
-            offload: first.checksum_offload(),
-            zero_copy: first.tx_zero_copy(),
-        };
-        enum Running {
-            #[cfg(feature = "dpdk")]
-            Lcore(dpdk_port::Launched<Core>),
-            Thread(std::thread::JoinHandle<Core>),
-        }
-        let mut running = Vec::new();
-        let mut failed = None;
-        for (i, core) in cores.into_iter().enumerate() {
-            let (stop, quiesce, snap) = (stop.clone(), quiesce.clone(), view.snaps[i].clone());
-            let body = move || poll_loop(core, &stop, &quiesce, &snap);
-            #[cfg(feature = "dpdk")]
-            {
-                if let Some(l) = lcores.get(i).copied().filter(|&l| l != eal.main_lcore()) {
-                    match eal.launch(l, body) {
-                        Ok(h) => running.push(Running::Lcore(h)),
-                        Err(e) => {
-                            failed = Some(DeployError::Dpdk(e.to_string()));
-                            break;
-                        }
-                    }
-                    continue;
-                }
-            }
-            let _ = &lcores;
-            match std::thread::Builder::new()
-                .name(format!("iwarp-core{i}"))
-                .spawn(body)
-            {
-                Ok(h) => running.push(Running::Thread(h)),
-                Err(e) => {
-                    failed = Some(DeployError::Dpdk(format!("spawning a core thread: {e}")));
-                    break;
-                }
-            }
-        }
-        let out = if failed.is_none() {
-            Some(job(device, &view))
-        } else {
-            None
-        };
-        stop.store(true, std::sync::atomic::Ordering::Relaxed);
-        let mut back = Vec::new();
-        for r in running {
-            match r {
-                #[cfg(feature = "dpdk")]
-                Running::Lcore(h) => match h.join() {
-                    Ok(c) => back.push(c),
-                    Err(e) => {
-                        failed.get_or_insert(DeployError::Dpdk(e.to_string()));
-                    }
-                },
-                Running::Thread(h) => match h.join() {
-                    Ok(c) => back.push(c),
-                    Err(_) => {
-                        failed.get_or_insert(DeployError::Dpdk("a core thread panicked".into()));
-                    }
-                },
-            }
-        }
-        match (out, failed) {
-            (Some(t), None) => Ok((t, back)),
-            (_, Some(e)) => Err(e),
-            (None, None) => Err(DeployError::Dpdk("the cores did not start".into())),
-        }
+        let (t, mut cores) =
+            run_nodes(vec![self], |mut devs, views| job(devs.remove(0), &views[0]))?;
+        Ok((t, cores.remove(0)))
     }
 }
 

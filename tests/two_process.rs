@@ -454,7 +454,7 @@ mod dpdk {
         }
         let (ok, out) = srv.finish(Duration::from_secs(30));
         assert!(ok, "server failed:\n{out}");
-        assert!(out.contains("2 cores on lcores [0, 1]"), "{out}");
+        assert!(out.contains("2 core(s) on lcores [0, 1]"), "{out}");
         // Both server cores accepted connections.
         let cores = out
             .lines()
@@ -543,5 +543,83 @@ mod dpdk {
         );
         let client = format!("{}{TCP}", port("iwE", "02:00:00:ee:00:01", "10.92.0.1"));
         exercise_two_cores(Some(&ns), &dir.0, &server, &client, "10.92.0.2", false);
+    }
+
+    /// `iwarp serve` on two ports (two veth pairs), both polled by one lcore (a core per
+    /// port, polled in turn), serves a client on each, every octet verified.
+    #[test]
+    #[cfg_attr(
+        debug_assertions,
+        ignore = "busy-polling DPDK processes: run in release (scripts/test.sh does)"
+    )]
+    fn serve_on_two_ports_of_one_lcore() {
+        if !can_run() {
+            return;
+        }
+        let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+        let ns = Netns::new("afp3");
+        for (a, b) in [("iwG", "iwH"), ("iwI", "iwJ")] {
+            ns.ip(&["link", "add", a, "type", "veth", "peer", "name", b]);
+            for d in [a, b] {
+                ns.quiet(d);
+                ns.ip(&["link", "set", d, "up"]);
+            }
+        }
+        let dir = TempDir::new("afp3");
+        let server = format!(
+            "{}\n[[ports]]\nname = \"p1\"\ndriver = \"af_packet\"\niface = \"iwJ\"\n\
+             framecnt = 4096\nmac = \"02:00:00:ef:01:02\"\nipv4 = \"10.94.0.2/24\"\n\n\
+             [[lcores]]\nid = 1\nports = [\"p0\", \"p1\"]\n\n[control]\nlcore = 0\n\n\
+             {LISTENER}\n[[listeners]]\ntcp_port = 18515\nport_name = \"p1\"\n{TCP}",
+            af_packet_port("iwH", "02:00:00:ef:00:02", "10.93.0.2"),
+        );
+        let server = write(&dir.0, "server.toml", &server);
+        let client = |iface: &str, mac: &str, addr: &str, name: &str| {
+            write(
+                &dir.0,
+                name,
+                &format!("{}{}{TCP}", af_packet_port(iface, mac, addr), lcores(0, 1)),
+            )
+        };
+        let c0 = client("iwG", "02:00:00:ef:00:01", "10.93.0.1", "c0.toml");
+        let c1 = client("iwI", "02:00:00:ef:01:01", "10.94.0.1", "c1.toml");
+        let mut srv = Proc::spawn(Some(&ns), &["serve", "--config", &server, "--count", "2"]);
+        srv.expect_line("listening on 10.94.0.2", Duration::from_secs(20));
+        for (cfg, peer) in [(&c0, "10.93.0.2"), (&c1, "10.94.0.2")] {
+            let args = [
+                "bench", "write-bw", "--config", cfg, "--peer", peer, "-s", "65536", "-n", "300",
+                "--verify", "--json",
+            ];
+            let (ok, out) = Proc::spawn(Some(&ns), &args).finish(Duration::from_secs(60));
+            if !ok {
+                let (_, server_out) = srv.finish(Duration::from_millis(500));
+                panic!("client of {peer} failed:\n{out}\n--- server:\n{server_out}");
+            }
+            assert!(out.contains("\"verified_octets\": 19660800"), "{out}");
+        }
+        let (ok, out) = srv.finish(Duration::from_secs(30));
+        assert!(ok, "server failed:\n{out}");
+        for port in ["p0", "p1"] {
+            assert!(
+                out.contains(&format!("port {port}: 1 core(s) on lcores [1]")),
+                "{out}"
+            );
+        }
+        let sessions: Vec<&str> = out.lines().filter(|l| l.starts_with("session ")).collect();
+        assert_eq!(sessions.len(), 2, "{out}");
+        assert!(
+            sessions.iter().any(|l| l.contains("from 10.93.0.1")),
+            "{out}"
+        );
+        assert!(
+            sessions.iter().any(|l| l.contains("from 10.94.0.1")),
+            "{out}"
+        );
+        assert!(
+            sessions
+                .iter()
+                .all(|l| l.ends_with("verified 19660800 octets, 0 wrong")),
+            "{out}"
+        );
     }
 }

@@ -196,8 +196,8 @@ pub enum Admission {
 
 /// A server: its listeners, its sessions and their budget.
 pub struct Server {
-    dev: Device,
-    listeners: Vec<Listener>,
+    /// Each listener with the device it listens on.
+    listeners: Vec<(Device, Listener)>,
     budget: Budget,
     used: u64,
     sessions: Vec<Session>,
@@ -221,8 +221,16 @@ impl std::fmt::Debug for Server {
 impl Server {
     /// A server on `dev`'s `listeners` with `budget`.
     pub fn new(dev: Device, listeners: Vec<Listener>, budget: Budget) -> Server {
+        Self::on_devices(
+            listeners.into_iter().map(|l| (dev.clone(), l)).collect(),
+            budget,
+        )
+    }
+
+    /// A server on several devices (the ports of a deployment): each listener with its
+    /// device, one `budget` for all.
+    pub fn on_devices(listeners: Vec<(Device, Listener)>, budget: Budget) -> Server {
         Server {
-            dev,
             listeners,
             budget,
             used: 0,
@@ -274,7 +282,7 @@ impl Server {
     pub fn step(&mut self) -> usize {
         let mut work = 0;
         for li in 0..self.listeners.len() {
-            while let Some(req) = self.listeners[li].try_next() {
+            while let Some(req) = self.listeners[li].1.try_next() {
                 work += 1;
                 self.admit(li, req);
             }
@@ -282,7 +290,8 @@ impl Server {
         let mut i = 0;
         while i < self.sessions.len() {
             let s = &mut self.sessions[i];
-            match s.step(&self.dev) {
+            let dev = s.dev.clone();
+            match s.step(&dev) {
                 Ok(Turn::Busy) => {
                     work += 1;
                     i += 1;
@@ -316,7 +325,7 @@ impl Server {
         self.last_rejections.push_back((peer, why.clone()));
         let mut pd = why.into_bytes();
         pd.truncate(session::MAX_REJECT_REASON);
-        self.listeners[li].reject(req, pd);
+        self.listeners[li].1.reject(req, pd);
     }
 
     fn admit(&mut self, li: usize, req: ConnRequest) -> Admission {
@@ -362,7 +371,8 @@ impl Server {
             self.reject(li, &req, why.clone());
             return Admission::Rejected(why);
         }
-        match Session::start(&self.dev, &self.listeners[li], req, hello, need) {
+        let (dev, listener) = &self.listeners[li];
+        match Session::start(dev, listener, req, hello, need) {
             Ok(s) => {
                 self.admissions += 1;
                 self.used += need;
@@ -468,6 +478,8 @@ enum Phase {
 
 /// One client's session (see the module docs).
 struct Session {
+    /// The device its connection is on.
+    dev: Device,
     ep: Endpoint,
     peer: SocketAddrV4,
     hello: Hello,
@@ -544,6 +556,7 @@ impl Session {
         }
         let peer = SocketAddrV4::new(req.tuple.remote_addr, req.tuple.remote_port);
         let mut s = Session {
+            dev: dev.clone(),
             ep,
             peer,
             memory,

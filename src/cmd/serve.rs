@@ -39,7 +39,7 @@ pub struct ServeArgs {
 /// and `ord` are what this side offers: the most IRD and ORD its Replies grant (RFC 6581
 /// 9.1; without them a Reply would grant up to 128). A listener's `private_data` is
 /// refused: the bench session's Reply carries the session's buffer.
-fn listeners(
+fn listeners_of(
     cfg: &appconfig::Config,
     pname: &str,
     paddr: Ipv4Addr,
@@ -81,30 +81,49 @@ pub fn run(a: ServeArgs) -> Result<bool, String> {
     let pname = cfg.ports[port].name.clone();
     let paddr = cfg.ports[port].ipv4.addr;
     let listeners =
-        listeners(&cfg, &pname, paddr).map_err(|e| format!("{}: {e}", a.config.display()))?;
+        listeners_of(&cfg, &pname, paddr).map_err(|e| format!("{}: {e}", a.config.display()))?;
     if listeners.is_empty() {
         return Err(format!(
             "{}: no [[listeners]] entry on port {pname:?}",
             a.config.display()
         ));
     }
-    let node = iwarp::deploy::open(&cfg, port).map_err(|e| e.to_string())?;
     let count = a.count;
-    let memif = cfg.ports[port].driver == appconfig::Driver::Memif;
     let budget = Budget::from_limits(&cfg.limits);
     let metrics_addr = cfg.control.metrics;
-    if node.cores.len() > 1 {
-        return serve_cores(
-            node,
-            listeners,
-            pname,
-            paddr,
-            count,
-            memif,
-            budget,
-            metrics_addr,
-        );
+    // Without --port-name: every other port that has listeners is served too (an
+    // appliance of several ports).
+    let mut ports = vec![port];
+    if a.port_name.is_none() {
+        for (i, p) in cfg.ports.iter().enumerate() {
+            if i != port
+                && p.driver != appconfig::Driver::Mem
+                && !listeners_of(&cfg, &p.name, p.ipv4.addr)
+                    .map_err(|e| format!("{}: {e}", a.config.display()))?
+                    .is_empty()
+            {
+                ports.push(i);
+            }
+        }
     }
+    if ports.len() > 1 || cfg.ports[port].rx_queues > 1 {
+        let mut served = Vec::new();
+        for &i in &ports {
+            let p = &cfg.ports[i];
+            let ls = listeners_of(&cfg, &p.name, p.ipv4.addr)
+                .map_err(|e| format!("{}: {e}", a.config.display()))?;
+            served.push(Served {
+                name: p.name.clone(),
+                addr: p.ipv4.addr,
+                memif: p.driver == appconfig::Driver::Memif,
+                listeners: ls,
+            });
+        }
+        let nodes = iwarp::deploy::open_ports(&cfg, &ports).map_err(|e| e.to_string())?;
+        return serve_nodes(nodes, served, count, budget, metrics_addr);
+    }
+    let node = iwarp::deploy::open(&cfg, port).map_err(|e| e.to_string())?;
+    let memif = cfg.ports[port].driver == appconfig::Driver::Memif;
     node.run(move |dev, mut core| -> Result<bool, String> {
         // The exporter answers from snapshots this thread takes: a scrape never stalls
         // the core.
@@ -232,33 +251,47 @@ fn report_session(
     ok
 }
 
-/// `iwarp serve` on a port of several queue pairs: every core polls on its lcore and
-/// does nothing else; this thread steps every session (whatever core its connection is
-/// on), backing off when none has work.
-#[allow(clippy::too_many_arguments)]
-fn serve_cores(
-    node: iwarp::deploy::Node,
-    listeners: Vec<(u16, ResponderConfig)>,
-    pname: String,
-    paddr: Ipv4Addr,
-    count: Option<u64>,
+/// A port `iwarp serve` serves on, with its listeners.
+struct Served {
+    name: String,
+    addr: Ipv4Addr,
     memif: bool,
+    listeners: Vec<(u16, ResponderConfig)>,
+}
+
+/// `iwarp serve` on several ports, or a port of several queue pairs: every core polls
+/// on its lcore and does nothing else (an lcore listed by several ports polls one queue
+/// of each); this thread steps every session, whatever port and core its connection is
+/// on, backing off when none has work. One budget covers every session.
+fn serve_nodes(
+    nodes: Vec<iwarp::deploy::Node>,
+    served: Vec<Served>,
+    count: Option<u64>,
     budget: Budget,
     metrics_addr: Option<std::net::SocketAddr>,
 ) -> Result<bool, String> {
-    println!(
-        "port {pname}: {} cores on lcores {:?} ({})",
-        node.cores.len(),
-        node.lcores,
-        node.steering
-    );
-    let name = pname.clone();
-    let (r, cores) = node
-        .run_cores(move |dev, cores| -> Result<(bool, Server, u64), String> {
-            let pname = name;
+    for n in &nodes {
+        println!(
+            "port {}: {} core(s) on lcores {:?} ({})",
+            n.port_name,
+            n.cores.len(),
+            n.lcores,
+            n.steering
+        );
+    }
+    let label = served
+        .iter()
+        .map(|p| p.name.as_str())
+        .collect::<Vec<_>>()
+        .join("+");
+    let names: Vec<String> = served.iter().map(|p| p.name.clone()).collect();
+    let any_memif = served.iter().any(|p| p.memif);
+    let (r, cores) = iwarp::deploy::run_nodes(
+        nodes,
+        move |devs, views| -> Result<(bool, Server, u64), String> {
             let metrics = match metrics_addr {
                 Some(addr) => {
-                    let m = Metrics::new(&pname);
+                    let m = Metrics::new(&label);
                     let (bound, _thread) = m
                         .serve(addr)
                         .map_err(|e| format!("control.metrics: cannot listen on {addr}: {e}"))?;
@@ -271,25 +304,39 @@ fn serve_cores(
             signal_hook::flag::register(signal_hook::consts::SIGUSR1, status.clone())
                 .map_err(|e| format!("cannot catch SIGUSR1: {e}"))?;
             let mut ls = Vec::new();
-            for (tcp_port, rc) in listeners {
-                let l = dev
-                    .listen(tcp_port, rc)
-                    .map_err(|e| format!("listening on {paddr}:{tcp_port}: {e}"))?;
-                println!("listening on {paddr}:{tcp_port} ({pname})");
-                ls.push(l);
+            for ((dev, view), p) in devs.into_iter().zip(views).zip(served) {
+                for (tcp_port, rc) in p.listeners {
+                    let l = dev
+                        .listen(tcp_port, rc)
+                        .map_err(|e| format!("listening on {}:{tcp_port}: {e}", p.addr))?;
+                    println!("listening on {}:{tcp_port} ({})", p.addr, p.name);
+                    ls.push((dev.clone(), l));
+                }
+                print_setup(
+                    view.checksum_offload(),
+                    view.tx_zero_copy(),
+                    view.limits(),
+                    &p.name,
+                    &budget,
+                );
             }
-            print_setup(
-                cores.checksum_offload(),
-                cores.tx_zero_copy(),
-                cores.limits(),
-                &pname,
-                &budget,
-            );
-            let mut server = Server::new(dev, ls, budget);
+            let mut server = Server::on_devices(ls, budget);
             let (mut ok, mut n, mut rejected) = (true, 0u64, 0u64);
             let mut sessions = SessionCounters::default();
             let mut published = Instant::now();
             let mut idle = 0u32;
+            let snapshot = || {
+                let mut all = CoreSnapshot::default();
+                for v in views {
+                    let s = v.snapshot();
+                    all.stats.add(&s.stats);
+                    all.gauges.add(&s.gauges);
+                    all.port.add(&s.port);
+                    all.alignment.merge(&s.alignment);
+                    all.per_core.extend(s.per_core);
+                }
+                all
+            };
             let counters = |server: &Server, sessions: &mut SessionCounters| {
                 let (admitted, rejected) = server.admissions();
                 sessions.admitted = admitted;
@@ -310,12 +357,12 @@ fn serve_cores(
                     }
                 }
                 if status.swap(false, Ordering::Relaxed) {
-                    print_status(&cores.snapshot(), &server, &sessions);
+                    print_status(&snapshot(), &server, &sessions);
                 }
                 if let Some(m) = &metrics {
                     if published.elapsed() >= METRICS_EVERY {
                         let c = counters(&server, &mut sessions);
-                        m.publish(Snapshot::of_cores(&cores.snapshot(), c));
+                        m.publish(Snapshot::of_cores(&snapshot(), c));
                         published = Instant::now();
                     }
                 }
@@ -329,29 +376,34 @@ fn serve_cores(
                 };
                 n += 1;
                 ok &= report_session(n, &s, &mut sessions);
-                if memif && server.active() == 0 {
+                if any_memif && server.active() == 0 {
                     // The client exits now: let DPDK's memif tear down unpolled.
-                    cores.quiesce_memif();
+                    for v in views {
+                        v.quiesce_memif();
+                    }
                 }
             }
             // The sessions' close handshakes go on while the cores run: wait (by their
             // snapshots) for the tables to empty, within the limits.
-            let lim = *cores.limits();
+            let lim = *views[0].limits();
             let until = Instant::now() + lim.startup_timeout + lim.linger * 2;
-            while cores.snapshot().gauges.connections > 0 && Instant::now() < until {
+            while snapshot().gauges.connections > 0 && Instant::now() < until {
                 server.step();
                 std::thread::sleep(std::time::Duration::from_millis(1));
             }
             if let Some(m) = &metrics {
                 let c = counters(&server, &mut sessions);
-                m.publish(Snapshot::of_cores(&cores.snapshot(), c));
+                m.publish(Snapshot::of_cores(&snapshot(), c));
                 m.stop();
             }
             Ok((ok, server, rejected))
-        })
-        .map_err(|e| e.to_string())?;
-    let (ok, server, rejected) = r?;
-    print_end(&cores, &server, &pname, rejected);
+        },
+    )
+    .map_err(|e| e.to_string())?;
+    let (ok, server, rejected): (bool, Server, u64) = r?;
+    for (name, cores) in names.iter().zip(&cores) {
+        print_end(cores, &server, name, rejected);
+    }
     Ok(ok)
 }
 
@@ -488,7 +540,7 @@ mod tests {
     #[test]
     fn responder_ird_ord_come_from_the_file() {
         let cfg = appconfig::from_str(&file(""), "t.toml").unwrap();
-        let l = listeners(&cfg, "p0", Ipv4Addr::new(10, 9, 0, 1)).unwrap();
+        let l = listeners_of(&cfg, "p0", Ipv4Addr::new(10, 9, 0, 1)).unwrap();
         assert_eq!(l.len(), 2);
         assert_eq!((l[0].0, l[0].1.max_ird, l[0].1.max_ord), (7000, 4, 2));
         assert_eq!((l[1].0, l[1].1.max_ird, l[1].1.max_ord), (7001, 32, 0));
@@ -506,7 +558,7 @@ mod tests {
     #[test]
     fn listener_private_data_is_refused() {
         let cfg = appconfig::from_str(&file("private_data = \"c0ffee\""), "t.toml").unwrap();
-        let e = listeners(&cfg, "p0", Ipv4Addr::new(10, 9, 0, 1)).unwrap_err();
+        let e = listeners_of(&cfg, "p0", Ipv4Addr::new(10, 9, 0, 1)).unwrap_err();
         assert!(e.starts_with("listeners[0].private_data:"), "{e}");
     }
 }
