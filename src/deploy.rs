@@ -464,6 +464,9 @@ type Polled = (
     std::sync::Arc<std::sync::atomic::AtomicU64>,
 );
 
+/// A polled core with its node's index and its queue.
+type Placed = (usize, usize, Polled);
+
 /// One lcore's poll loop over its cores (one per port it polls): polls each in turn until
 /// `stop`, publishing snapshots every [`SNAPSHOT_EVERY`] rounds and pausing a core when
 /// its node asks ([`Cores::quiesce_memif`]).
@@ -522,7 +525,7 @@ where
     let mut views = Vec::new();
     let mut devices = Vec::new();
     // lcore id (None: a thread of its own) -> (node, queue, polled core).
-    let mut by_lcore: BTreeMap<Option<u32>, Vec<(usize, usize, Polled)>> = BTreeMap::new();
+    let mut by_lcore: BTreeMap<Option<u32>, Vec<Placed>> = BTreeMap::new();
     for (ni, node) in nodes.into_iter().enumerate() {
         let Node {
             device,
@@ -564,7 +567,7 @@ where
     }
     let mut running: Vec<(Vec<(usize, usize)>, Running)> = Vec::new();
     let mut failed = None;
-    let mut groups: Vec<(Option<u32>, Vec<(usize, usize, Polled)>)> = Vec::new();
+    let mut groups: Vec<(Option<u32>, Vec<Placed>)> = Vec::new();
     for (lcore, list) in by_lcore {
         match lcore {
             Some(_) => groups.push((lcore, list)),
