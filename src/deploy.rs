@@ -130,7 +130,16 @@ pub fn tcp_config(t: &appconfig::Tcp, mtu: usize) -> tcp::Config {
 }
 
 /// The core's caps and timeouts from the file's `[limits]` table (the `iwarp serve`
-/// budgets there are the server's, not the core's).
+/// budgets there are the server's, not the core's), with `[qp] max_qps`.
+pub fn limits_of(cfg: &Config) -> dataplane::limits::Limits {
+    dataplane::limits::Limits {
+        max_qps: cfg.qp.max_qps as usize,
+        ..limits(&cfg.limits)
+    }
+}
+
+/// The core's caps and timeouts from the file's `[limits]` table alone (`max_qps` at its
+/// default: see [`limits_of`]).
 pub fn limits(l: &appconfig::Limits) -> dataplane::limits::Limits {
     dataplane::limits::Limits {
         max_connections: l.max_connections as usize,
@@ -142,6 +151,7 @@ pub fn limits(l: &appconfig::Limits) -> dataplane::limits::Limits {
         time_wait: l.time_wait as usize,
         control_queue: l.control_queue as usize,
         listener_queue: l.listener_queue as usize,
+        ..dataplane::limits::Limits::default()
     }
 }
 
@@ -187,6 +197,8 @@ pub struct Node {
     pub lcores: Vec<u32>,
     /// How the port's queues spread flows over the cores (for the log).
     pub steering: String,
+    /// How long every lcore has to start polling (`[control] ready_timeout`).
+    pub ready_timeout: Duration,
     #[cfg(feature = "dpdk")]
     eal: dpdk_port::Eal,
 }
@@ -317,7 +329,7 @@ fn open_node(
                 },
                 tcp: tcp_config(&cfg.tcp, mtu),
                 isn_key: None,
-                limits: limits(&cfg.limits),
+                limits: limits_of(cfg),
             };
             let port: Box<dyn Port> = if faults.any() {
                 let f = FaultConfig {
@@ -332,7 +344,9 @@ fn open_node(
         })
         .collect();
     let group = (n > 1).then(|| Steering::group(steering.rss.clone(), DEFAULT_INBOX));
-    let (device, cores) = control::verbs::open_group(cores, group);
+    let (device, cores) =
+        control::verbs::open_group_on(cores, group, cfg.control.cpu.map(|c| c as usize))
+            .map_err(|e| DeployError::Select(format!("control.cpu: {e}")))?;
     // Queue pair i is polled by the i-th lcore that lists the port (validation keeps
     // their number equal to the queue pairs).
     let lcores: Vec<u32> = cfg
@@ -348,6 +362,7 @@ fn open_node(
         addr: p.ipv4.addr,
         lcores,
         steering: steering.how,
+        ready_timeout: cfg.control.ready_timeout.0,
         eal: eal.clone(),
     })
 }
@@ -464,15 +479,40 @@ type Polled = (
     std::sync::Arc<std::sync::atomic::AtomicU64>,
 );
 
+/// Waits until `want` poll loops have started (`started` counts them), at most
+/// `timeout`; `Err` with how many had not.
+pub fn wait_ready(
+    started: &std::sync::atomic::AtomicUsize,
+    want: usize,
+    timeout: Duration,
+) -> Result<(), usize> {
+    let end = std::time::Instant::now() + timeout;
+    loop {
+        let n = started.load(std::sync::atomic::Ordering::Acquire);
+        if n >= want {
+            return Ok(());
+        }
+        if std::time::Instant::now() >= end {
+            return Err(want - n);
+        }
+        std::thread::sleep(Duration::from_micros(200));
+    }
+}
+
 /// A polled core with its node's index and its queue.
 type Placed = (usize, usize, Polled);
 
 /// One lcore's poll loop over its cores (one per port it polls): polls each in turn until
 /// `stop`, publishing snapshots every [`SNAPSHOT_EVERY`] rounds and pausing a core when
 /// its node asks ([`Cores::quiesce_memif`]).
-fn poll_loop(cores: Vec<Polled>, stop: &std::sync::atomic::AtomicBool) -> Vec<Polled> {
+fn poll_loop(
+    cores: Vec<Polled>,
+    stop: &std::sync::atomic::AtomicBool,
+    started: &std::sync::atomic::AtomicUsize,
+) -> Vec<Polled> {
     use std::sync::atomic::Ordering;
     let mut cores = cores;
+    started.fetch_add(1, Ordering::Release);
     let mut seen: Vec<u64> = cores
         .iter()
         .map(|(_, _, q)| q.load(Ordering::Acquire))
@@ -522,6 +562,12 @@ where
         None => return Err(DeployError::Select("no port to run".into())),
     };
     let stop = Arc::new(AtomicBool::new(false));
+    let started = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let ready_timeout = nodes
+        .iter()
+        .map(|n| n.ready_timeout)
+        .max()
+        .unwrap_or(Duration::from_secs(5));
     let mut views = Vec::new();
     let mut devices = Vec::new();
     // lcore id (None: a thread of its own) -> (node, queue, polled core).
@@ -578,8 +624,8 @@ where
     for (lcore, list) in groups {
         let ids: Vec<(usize, usize)> = list.iter().map(|(n, q, _)| (*n, *q)).collect();
         let polled: Vec<Polled> = list.into_iter().map(|(_, _, p)| p).collect();
-        let stop = stop.clone();
-        let body = move || poll_loop(polled, &stop);
+        let (stop, started) = (stop.clone(), started.clone());
+        let body = move || poll_loop(polled, &stop, &started);
         #[cfg(feature = "dpdk")]
         {
             if let Some(l) = lcore {
@@ -603,6 +649,15 @@ where
                 failed = Some(DeployError::Dpdk(format!("spawning a core thread: {e}")));
                 break;
             }
+        }
+    }
+    if failed.is_none() {
+        if let Err(n) = wait_ready(&started, running.len(), ready_timeout) {
+            failed = Some(DeployError::Dpdk(format!(
+                "{n} of {} lcore(s) did not start polling within control.ready_timeout ({:?})",
+                running.len(),
+                ready_timeout
+            )));
         }
     }
     let out = if failed.is_none() {
@@ -671,14 +726,27 @@ impl Node {
                 mut cores,
                 lcores,
                 eal,
+                ready_timeout,
                 ..
             } = self;
             let core = cores.remove(0);
             match lcores.first().copied() {
                 Some(l) if l != eal.main_lcore() => {
+                    let started = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+                    let s = started.clone();
                     let launched = eal
-                        .launch(l, move || job(device, core))
+                        .launch(l, move || {
+                            s.fetch_add(1, std::sync::atomic::Ordering::Release);
+                            job(device, core)
+                        })
                         .map_err(|e| DeployError::Dpdk(e.to_string()))?;
+                    if wait_ready(&started, 1, ready_timeout).is_err() {
+                        // The job may still start; this process gives up on it.
+                        return Err(DeployError::Dpdk(format!(
+                            "lcore {l} did not start within control.ready_timeout \
+                             ({ready_timeout:?})"
+                        )));
+                    }
                     launched
                         .join()
                         .map_err(|e| DeployError::Dpdk(e.to_string()))
@@ -712,10 +780,43 @@ impl Node {
 mod tests {
     use super::*;
 
+    /// `[control] ready_timeout` bounds the wait for the lcores to start polling.
+    #[test]
+    fn wait_ready_ends_at_the_timeout_with_the_missing_count() {
+        use std::sync::atomic::{AtomicUsize, Ordering};
+        let started = AtomicUsize::new(1);
+        let t = std::time::Instant::now();
+        assert_eq!(wait_ready(&started, 3, Duration::from_millis(30)), Err(2));
+        assert!(t.elapsed() >= Duration::from_millis(30));
+        started.store(3, Ordering::Release);
+        assert_eq!(wait_ready(&started, 3, Duration::ZERO), Ok(()));
+    }
+
+    /// `[qp] max_qps` reaches the device's limits.
+    #[test]
+    fn max_qps_comes_from_the_qp_table() {
+        let cfg = appconfig::from_str(
+            "[[ports]]\nname = \"p0\"\ndriver = \"af_packet\"\niface = \"veth0\"\n\
+             ipv4 = \"10.9.0.1/24\"\n\n[[lcores]]\nid = 1\nports = [\"p0\"]\n\n\
+             [qp]\nmax_qps = 7\n",
+            "t.toml",
+        )
+        .unwrap();
+        assert_eq!(limits_of(&cfg).max_qps, 7);
+        let bare = appconfig::from_str(
+            "[[ports]]\nname = \"p0\"\ndriver = \"af_packet\"\niface = \"veth0\"\n\
+             ipv4 = \"10.9.0.1/24\"\n\n[[lcores]]\nid = 1\nports = [\"p0\"]\n",
+            "t.toml",
+        )
+        .unwrap();
+        assert_eq!(limits_of(&bare).max_qps, 64);
+    }
+
     #[cfg(feature = "dpdk")]
     const DEPLOYMENT: &str = r#"
 [eal]
 memory_mb = 256
+hugepages = true
 
 [[ports]]
 name = "a"
@@ -809,6 +910,7 @@ ports = ["a", "t", "n", "a2"]
                 time_wait: 13,
                 control_queue: 140,
                 listener_queue: 15,
+                max_qps: 65536,
             }
         );
         l.validate().expect("in range");

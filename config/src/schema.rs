@@ -510,39 +510,23 @@ fn default_buffer() -> u32 {
 #[derive(Clone, Debug, PartialEq, Eq, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Qp {
-    /// Most queue pairs at once, 1..=65536. Default 64.
+    /// Most QPs the node's connections hold at once (connecting, accepted or
+    /// established), 1..=65536; beyond, a connect fails "busy" and a connection request
+    /// is rejected with the reason. Default 64.
     #[serde(default = "default_max_qps")]
     pub max_qps: u32,
-    /// Send queue depth per QP, 1..=65536. Default 256.
-    #[serde(default = "default_wr")]
-    pub max_send_wr: u32,
-    /// Receive queue depth per QP, 1..=65536. Default 256.
-    #[serde(default = "default_wr")]
-    pub max_recv_wr: u32,
-    /// Completion queue depth, 1..=1048576. Default 1024.
-    #[serde(default = "default_max_cqe")]
-    pub max_cqe: u32,
 }
 
 impl Default for Qp {
     fn default() -> Self {
         Qp {
             max_qps: default_max_qps(),
-            max_send_wr: default_wr(),
-            max_recv_wr: default_wr(),
-            max_cqe: default_max_cqe(),
         }
     }
 }
 
 fn default_max_qps() -> u32 {
     64
-}
-fn default_wr() -> u32 {
-    256
-}
-fn default_max_cqe() -> u32 {
-    1024
 }
 
 /// `[limits]`: the resource model. Every resource a peer can make a core, the control

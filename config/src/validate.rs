@@ -428,6 +428,15 @@ fn ports(ports: &[Port], p: &mut Problems) {
 }
 
 fn lcores(c: &Config, p: &mut Problems) {
+    for (i, port) in c.ports.iter().enumerate() {
+        if port.driver == Driver::Pci && !c.eal.hugepages {
+            p.add(
+                format!("ports[{i}].driver"),
+                "a pci port needs hugepages: its NIC reads and writes the mbufs by DMA, \
+                 which needs pinned, IOVA-contiguous memory (set [eal] hugepages = true)",
+            );
+        }
+    }
     let mut ids: HashMap<u32, usize> = HashMap::new();
     // Per port: the lcores that poll it, in file order (queue pair i: the i-th).
     let mut polled: HashMap<&str, Vec<(usize, u32)>> = HashMap::new();
@@ -615,9 +624,6 @@ fn tcp(t: &Tcp, p: &mut Problems) {
 
 fn qp(q: &Qp, p: &mut Problems) {
     range("qp.max_qps", q.max_qps, 1, 65536, p);
-    range("qp.max_send_wr", q.max_send_wr, 1, 65536, p);
-    range("qp.max_recv_wr", q.max_recv_wr, 1, 65536, p);
-    range("qp.max_cqe", q.max_cqe, 1, 1 << 20, p);
 }
 
 fn listeners(c: &Config, p: &mut Problems) {

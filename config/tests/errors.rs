@@ -198,6 +198,33 @@ fn cases() -> Vec<Case> {
             Semantic,
         ),
         case(
+            "queue pairs without an lcore each",
+            replace(p0_ipv4, "ipv4 = \"10.77.0.1/24\"\nrx_queues = 2\ntx_queues = 2\n"),
+            6,
+            "ports[0].rx_queues",
+            "port \"p0\" has 2 queue pair(s) but is polled by 1 lcore(s) (lcore 0 (lcores[0]))",
+            Semantic,
+        ),
+        case(
+            "receive and transmit queues differ",
+            replace(p0_ipv4, "ipv4 = \"10.77.0.1/24\"\nrx_queues = 2\ntx_queues = 1\n"),
+            7,
+            "ports[0].tx_queues",
+            "each core owns one receive and one transmit queue: tx_queues (1) must equal rx_queues (2)",
+            Semantic,
+        ),
+        case(
+            "pci port without hugepages",
+            format!(
+                "{}[[ports]]\nname = \"n\"\ndriver = \"pci\"\npci_addr = \"01:00.0\"\nipv4 = \"10.78.0.1/24\"\n",
+                replace(both, "ports = [\"p0\", \"p1\", \"n\"]\n")
+            ),
+            18,
+            "ports[2].driver",
+            "a pci port needs hugepages",
+            Semantic,
+        ),
+        case(
             "port polled by no lcore",
             replace(both, "ports = [\"p0\"]\n"),
             8,

@@ -130,7 +130,19 @@ fn baremetal_argv_and_overrides() {
             "--log-level=lib.eal:notice",
         ]
     );
+    // A two-port, two-core appliance: two queue pairs per port (RSS), each lcore polling
+    // one queue of each port.
     assert_eq!(c.lcores.len(), 2);
+    assert!(c.eal.hugepages);
+    for p in &c.ports {
+        assert_eq!((p.rx_queues, p.tx_queues), (2, 2), "{}", p.name);
+        assert_eq!(p.driver, appconfig::Driver::Pci);
+    }
+    for l in &c.lcores {
+        assert_eq!(l.ports, ["nic0", "nic1"]);
+    }
+    assert_eq!(c.qp.max_qps, 1024);
+    assert!(c.listeners.iter().all(|l| l.private_data.is_none()));
     assert_eq!(
         c.control.ready_timeout.get(),
         std::time::Duration::from_millis(5000)

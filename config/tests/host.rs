@@ -68,15 +68,18 @@ fn each_problem_points_at_its_field() {
         e,
         ["d.toml:4:1: ports[0].iface: no network interface \"eth9\" on this machine (`ip link` lists them)"]
     );
-    let e = errors(&port("pci", "pci_addr = \"02:00.0\"\n").replace("id = 1", "id = 7"));
+    let e = errors(&format!(
+        "[eal]\nhugepages = true\n{}",
+        port("pci", "pci_addr = \"02:00.0\"\n").replace("id = 1", "id = 7")
+    ));
     assert_eq!(e.len(), 2, "{e:?}");
     assert!(
-        e[0].starts_with("d.toml:4:1: ports[0].pci_addr: no PCI device 0000:02:00.0"),
+        e[0].starts_with("d.toml:6:1: ports[0].pci_addr: no PCI device 0000:02:00.0"),
         "{e:?}"
     );
     assert!(
         e[1].starts_with(
-            "d.toml:8:1: lcores[0].id: lcore 7 is not a CPU this process may run on (allowed: 0,1)"
+            "d.toml:10:1: lcores[0].id: lcore 7 is not a CPU this process may run on (allowed: 0,1)"
         ),
         "{e:?}"
     );

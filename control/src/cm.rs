@@ -170,6 +170,9 @@ pub struct ConnRequest {
     pub request: Box<RequestReceived>,
 }
 
+/// Why a connect or accept was refused at the QP limit.
+const QP_LIMIT: &str = "the device holds its most QPs (Limits::max_qps, [qp] max_qps)";
+
 /// The reply channel of a request that ends in an established connection.
 pub type ConnReply = Sender<Result<ConnInfo, CmError>>;
 
@@ -312,6 +315,9 @@ pub struct ConnectionManager {
     outboxes: Vec<VecDeque<CoreCmd>>,
     /// The core the next active open goes to (round robin).
     next_core: usize,
+    /// Connections holding a QP (connecting, accepted, established), against
+    /// [`Limits::max_qps`].
+    qps_held: usize,
     conns: HashMap<ConnId, CmConn>,
     listeners: HashMap<u16, ListenerEntry>,
     next_active: u64,
@@ -380,6 +386,7 @@ impl ConnectionManager {
             outboxes: cores.iter().map(|_| VecDeque::new()).collect(),
             cores,
             next_core: 0,
+            qps_held: 0,
             conns: HashMap::new(),
             listeners: HashMap::new(),
             next_active: 1,
@@ -532,6 +539,11 @@ impl ConnectionManager {
                 // Active opens go where asked, else to the cores in turn, skipping those
                 // whose channel is backed up.
                 let n = self.cores.len();
+                if self.qps_held >= self.limits.max_qps {
+                    self.stats.busy += 1;
+                    let _ = reply.send(Err(CmError::Busy(QP_LIMIT)));
+                    return true;
+                }
                 if let Some(c) = core.filter(|&c| c >= n) {
                     let _ = reply.send(Err(CmError::NoSuchCore(c, n)));
                     return true;
@@ -556,6 +568,7 @@ impl ConnectionManager {
                 c.initiator_config = Some(config);
                 c.qp = Some(qp);
                 c.reply = Some(reply);
+                self.qps_held += 1;
                 self.conns.insert(id, c);
                 self.send_core(CoreCmd::Connect { conn: id, remote });
             }
@@ -602,12 +615,21 @@ impl ConnectionManager {
                     let _ = reply.send(Err(CmError::UnknownConnection));
                     return true;
                 };
+                if self.qps_held >= self.limits.max_qps {
+                    // The device's QP limit: this request is rejected with the reason.
+                    self.stats.busy += 1;
+                    let _ = m.reject(b"QP limit reached (max_qps)".to_vec());
+                    let _ = reply.send(Err(CmError::Busy(QP_LIMIT)));
+                    self.drain(conn, now);
+                    return true;
+                }
                 if let Err(e) = m.accept(params, now) {
                     let _ = reply.send(Err(CmError::Api(e)));
                     return true;
                 }
                 c.qp = Some(qp);
                 c.reply = Some(reply);
+                self.qps_held += 1;
                 self.drain(conn, now);
             }
             CmRequest::Reject { conn, private_data } => {
@@ -708,6 +730,9 @@ impl ConnectionManager {
             }
             CoreEvent::Closed { conn, reason } => {
                 if let Some(mut c) = self.conns.remove(&conn) {
+                    if c.qp.is_some() {
+                        self.qps_held = self.qps_held.saturating_sub(1);
+                    }
                     if let Some(m) = c.machine.as_mut() {
                         if !c.established && !m.finished() {
                             self.stats.failed += 1;
@@ -931,15 +956,48 @@ pub fn spawn(
     events: Receiver<CoreEvent>,
     limits: Limits,
 ) -> CmHandle {
+    spawn_on(name, cores, events, limits, None).expect("an unpinned thread always starts")
+}
+
+/// CPUs a Linux `cpu_set_t` holds.
+const CPU_SETSIZE: usize = 1024;
+
+/// [`spawn`], with the thread pinned to Linux CPU `cpu` when given; an error when the
+/// CPU does not exist or this process may not run on it.
+pub fn spawn_on(
+    name: &str,
+    cores: Vec<Sender<CoreCmd>>,
+    events: Receiver<CoreEvent>,
+    limits: Limits,
+    cpu: Option<usize>,
+) -> Result<CmHandle, String> {
     let (tx, rx) = channel::bounded::<CmRequest>(limits.control_queue);
+    let (pinned_tx, pinned_rx) = channel::bounded::<bool>(1);
     let thread = std::thread::Builder::new()
         .name(name.to_string())
-        .spawn(move || run(ConnectionManager::with_cores(cores, limits), rx, events))
-        .expect("spawning the control thread");
-    CmHandle {
+        .spawn(move || {
+            // A CPU number beyond a cpu_set_t must not reach CPU_SET; the kernel refuses
+            // CPUs that do not exist or that this process may not use.
+            let pinned = cpu.is_none_or(|id| {
+                id < CPU_SETSIZE && core_affinity::set_for_current(core_affinity::CoreId { id })
+            });
+            let _ = pinned_tx.send(pinned);
+            if pinned {
+                run(ConnectionManager::with_cores(cores, limits), rx, events);
+            }
+        })
+        .map_err(|e| format!("spawning the control thread: {e}"))?;
+    if !pinned_rx.recv().unwrap_or(false) {
+        let _ = thread.join();
+        return Err(format!(
+            "cannot pin the control thread to CPU {} (no such CPU, or not one this process may run on)",
+            cpu.unwrap_or_default()
+        ));
+    }
+    Ok(CmHandle {
         requests: tx,
         thread: Some(thread),
-    }
+    })
 }
 
 fn run(mut cm: ConnectionManager, requests: Receiver<CmRequest>, events: Receiver<CoreEvent>) {

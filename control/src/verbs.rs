@@ -95,6 +95,16 @@ pub fn open_group(
     cores: Vec<(CoreConfig, Box<dyn Port>)>,
     steering: Option<Vec<Steering>>,
 ) -> (Device, Vec<Core>) {
+    open_group_on(cores, steering, None).expect("an unpinned control thread always starts")
+}
+
+/// [`open_group`] with the control thread pinned to Linux CPU `control_cpu` when given
+/// (a deployment's `[control] cpu`); an error when it cannot be.
+pub fn open_group_on(
+    cores: Vec<(CoreConfig, Box<dyn Port>)>,
+    steering: Option<Vec<Steering>>,
+    control_cpu: Option<usize>,
+) -> Result<(Device, Vec<Core>), String> {
     assert!(!cores.is_empty(), "a device needs a core");
     if let Some(s) = &steering {
         assert_eq!(s.len(), cores.len(), "one Steering per core");
@@ -116,7 +126,7 @@ pub fn open_group(
             core
         })
         .collect();
-    let handle = cm::spawn("iwarp-control", senders, ev_rx, limits);
+    let handle = cm::spawn_on("iwarp-control", senders, ev_rx, limits, control_cpu)?;
     let requests = handle.requests.clone();
     let dev = Device {
         inner: Arc::new(DeviceInner {
@@ -127,7 +137,7 @@ pub fn open_group(
             limits,
         }),
     };
-    (dev, cores)
+    Ok((dev, cores))
 }
 
 /// A core running on its own thread; [`CoreThread::stop`] (or drop) ends it and gives

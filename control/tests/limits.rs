@@ -365,3 +365,141 @@ fn a_wait_for_an_answer_ends_when_no_core_runs() {
         "{took:?}"
     );
 }
+
+/// A pair whose node A has `a` and node B `b` as limits.
+fn env2(a: Limits, b: Limits) -> Env {
+    let (pa, pb) = dataplane::port::mem::link(WireConfig::default(), WireConfig::default());
+    let tcp = embedded::tcp_config(1500);
+    let (da, ca) = embedded::node(Box::new(pa), embedded::ADDR_A, tcp.clone(), a);
+    let (db, cb) = embedded::node(Box::new(pb), ADDR_B, tcp, b);
+    Env {
+        pair: embedded::Pair {
+            a: da,
+            core_a: ca,
+            b: db,
+            core_b: cb,
+        },
+    }
+}
+
+#[test]
+fn max_qps_refuses_connects_beyond_it() {
+    let two = Limits {
+        max_qps: 2,
+        ..Limits::default()
+    };
+    let mut e = env2(two, Limits::default());
+    let l = e
+        .pair
+        .b
+        .listen(BENCH_PORT, ResponderConfig::default())
+        .unwrap();
+    let (_a1, _b1, c1) = open(&mut e, &l).expect("first");
+    let (_a2, _b2, _) = open(&mut e, &l).expect("second");
+    // A third connect on A: refused at once, without a SYN.
+    let s = Side::new(&e.pair.a);
+    let p = e
+        .pair
+        .a
+        .connect(&s.qp, server(), InitiatorConfig::default());
+    match e.wait("the third connect", &p) {
+        Err(CmError::Busy(why)) => assert!(why.contains("max_qps"), "{why}"),
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(e.pair.core_b.stats().accepted, 2, "no SYN went out");
+    // A QP given back (its connection closed) makes room.
+    let d = e.pair.a.disconnect(c1);
+    e.wait("the disconnect", &d).unwrap();
+    open(&mut e, &l).expect("a connect once a QP went");
+}
+
+#[test]
+fn max_qps_rejects_requests_beyond_it_with_the_reason() {
+    let two = Limits {
+        max_qps: 2,
+        ..Limits::default()
+    };
+    let mut e = env2(Limits::default(), two);
+    let l = e
+        .pair
+        .b
+        .listen(BENCH_PORT, ResponderConfig::default())
+        .unwrap();
+    let _c1 = open(&mut e, &l).expect("first");
+    let _c2 = open(&mut e, &l).expect("second");
+    let a3 = Side::new(&e.pair.a);
+    let p = e.pair.a.connect(
+        &a3.qp,
+        server(),
+        InitiatorConfig {
+            peer_to_peer: true,
+            ..InitiatorConfig::default()
+        },
+    );
+    let b3 = Side::new(&e.pair.b);
+    let req = e.until("the request", |_| l.try_next());
+    let pb = l.accept(&req, &b3.qp, AcceptParams::default());
+    match e.wait("B's answer", &pb) {
+        Err(CmError::Busy(why)) => assert!(why.contains("max_qps"), "{why}"),
+        other => panic!("{other:?}"),
+    }
+    match e.wait("A's answer", &p) {
+        Err(CmError::Rejected(r)) => {
+            assert_eq!(r.reply.private_data, b"QP limit reached (max_qps)")
+        }
+        other => panic!("{other:?}"),
+    }
+}
+
+/// The CPUs the threads named `name` may run on, as `/proc` lists them.
+fn cpus_of_threads(name: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    for t in std::fs::read_dir("/proc/self/task").unwrap().flatten() {
+        let comm = std::fs::read_to_string(t.path().join("comm")).unwrap_or_default();
+        if comm.trim() == name {
+            let status = std::fs::read_to_string(t.path().join("status")).unwrap_or_default();
+            if let Some(l) = status.lines().find(|l| l.starts_with("Cpus_allowed_list:")) {
+                out.push(l["Cpus_allowed_list:".len()..].trim().to_string());
+            }
+        }
+    }
+    out
+}
+
+#[test]
+fn the_control_thread_is_pinned_to_the_cpu_asked_for() {
+    let (pa, _pb) = dataplane::port::mem::link(WireConfig::default(), WireConfig::default());
+    let cfg = CoreConfig {
+        net: dataplane::net::NetConfig {
+            mac: dataplane::port::Port::mac(&pa),
+            addr: embedded::ADDR_A,
+            prefix_len: 24,
+            gateway: None,
+            mtu: 1500,
+        },
+        tcp: embedded::tcp_config(1500),
+        isn_key: None,
+        limits: Limits::default(),
+    };
+    let (dev, _cores) = control::verbs::open_group_on(
+        vec![(cfg.clone(), Box::new(pa) as Box<dyn dataplane::port::Port>)],
+        None,
+        Some(0),
+    )
+    .expect("CPU 0 exists");
+    let pinned = cpus_of_threads("iwarp-control");
+    assert!(pinned.iter().any(|c| c == "0"), "{pinned:?}");
+    drop(dev);
+    // A CPU the machine does not have: refused with the reason.
+    let (pc, _pd) = dataplane::port::mem::link(WireConfig::default(), WireConfig::default());
+    let e = control::verbs::open_group_on(
+        vec![(cfg, Box::new(pc) as Box<dyn dataplane::port::Port>)],
+        None,
+        Some(100_000),
+    )
+    .unwrap_err();
+    assert!(
+        e.contains("cannot pin the control thread to CPU 100000"),
+        "{e}"
+    );
+}

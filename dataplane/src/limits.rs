@@ -66,6 +66,10 @@ pub struct Limits {
     pub control_queue: usize,
     /// Connection requests per listener waiting for the consumer. Default 128.
     pub listener_queue: usize,
+    /// Most QPs the device's connections hold at once (connecting, accepted or
+    /// established); beyond, a connect fails "busy" and a connection request is rejected
+    /// with the reason. Default 65536.
+    pub max_qps: usize,
 }
 
 impl Default for Limits {
@@ -80,6 +84,7 @@ impl Default for Limits {
             time_wait: 16384,
             control_queue: 4096,
             listener_queue: 128,
+            max_qps: 65536,
         }
     }
 }
@@ -153,6 +158,7 @@ impl Limits {
         count("time_wait", self.time_wait, 0, 1 << 22)?;
         count("control_queue", self.control_queue, 16, 1 << 20)?;
         count("listener_queue", self.listener_queue, 1, 1 << 16)?;
+        count("max_qps", self.max_qps, 1, 1 << 20)?;
         Ok(())
     }
 }
