@@ -169,6 +169,7 @@ pub fn responder(m: &MpaPolicy) -> ResponderConfig {
         request_timeout: Some(m.request_timeout.0),
         rtr_timeout: Some(m.rtr_timeout.0),
         first_fpdu_timeout: Some(m.first_fpdu_timeout.0),
+        max_private_data: usize::from(m.max_private_data),
         ..ResponderConfig::default()
     }
 }
@@ -220,6 +221,17 @@ mod tests {
         };
         assert_eq!(flags(&[]).applied(&file), file);
         assert_eq!(flags(&[]).accept(), AcceptParams::default());
+    }
+
+    /// `[mpa] max_private_data` is what a listener takes.
+    #[test]
+    fn max_private_data_reaches_the_responder() {
+        let m = MpaPolicy {
+            max_private_data: 100,
+            ..MpaPolicy::default()
+        };
+        assert_eq!(responder(&m).max_private_data, 100);
+        assert_eq!(responder(&MpaPolicy::default()).max_private_data, 512);
     }
 
     #[test]

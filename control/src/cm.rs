@@ -824,6 +824,21 @@ impl ConnectionManager {
                     let Some(tuple) = c.tuple else {
                         continue;
                     };
+                    let too_long = self.listeners.get(&port).and_then(|l| {
+                        let n = r.request.private_data.len();
+                        (n > l.config.max_private_data).then(|| {
+                            format!(
+                                "private data of {n} octets is longer than this listener takes ({})",
+                                l.config.max_private_data
+                            )
+                        })
+                    });
+                    if let Some(why) = too_long {
+                        if let Some(Machine::Responder(m)) = c.machine.as_mut() {
+                            let _ = m.reject(why.into_bytes());
+                        }
+                        continue;
+                    }
                     let delivered = match self.listeners.get(&port) {
                         Some(l) => match l.requests.try_send(ConnRequest {
                             conn: id,

@@ -503,3 +503,35 @@ fn the_control_thread_is_pinned_to_the_cpu_asked_for() {
         "{e}"
     );
 }
+
+#[test]
+fn a_listener_rejects_private_data_longer_than_it_takes() {
+    let mut e = env(Limits::default());
+    let _l = e
+        .pair
+        .b
+        .listen(
+            BENCH_PORT,
+            ResponderConfig {
+                max_private_data: 4,
+                ..ResponderConfig::default()
+            },
+        )
+        .unwrap();
+    let a = Side::new(&e.pair.a);
+    let p = e.pair.a.connect(
+        &a.qp,
+        server(),
+        InitiatorConfig {
+            private_data: b"ten octets".to_vec(),
+            ..InitiatorConfig::default()
+        },
+    );
+    match e.wait("the reject", &p) {
+        Err(CmError::Rejected(r)) => assert_eq!(
+            r.reply.private_data,
+            b"private data of 10 octets is longer than this listener takes (4)"
+        ),
+        other => panic!("{other:?}"),
+    }
+}

@@ -57,6 +57,9 @@ pub struct ResponderConfig {
     pub min_rev: u8,
     /// Highest Request Rev accepted (default 2).
     pub max_rev: u8,
+    /// Longest Request private data the consumer takes (default 512, MPA's most): the
+    /// connection manager rejects a longer one with the reason instead of handing it on.
+    pub max_private_data: usize,
 }
 
 impl Default for ResponderConfig {
@@ -77,6 +80,7 @@ impl Default for ResponderConfig {
             echo_reserved_bits: false,
             min_rev: 0,
             max_rev: REV_2,
+            max_private_data: MAX_PD_LENGTH,
         }
     }
 }
