@@ -396,9 +396,10 @@ mod dpdk {
         let server = write(dir, "server.toml", server_cfg);
         let client = write(dir, "client.toml", client_cfg);
         let runs: [(&str, &[&str]); 4] = [
+            // Eight clients at once: eight sessions on the server, over both cores.
             (
                 "write-bw",
-                &["-q", "4", "-s", "65536", "-n", "200", "--verify"],
+                &["-q", "8", "-s", "65536", "-n", "200", "--verify"],
             ),
             (
                 "read-bw",
@@ -413,7 +414,7 @@ mod dpdk {
                 &["-q", "2", "-s", "64", "-n", "200", "--verify"],
             ),
         ];
-        let sessions: usize = 4 + 4 + 4 + 2;
+        let sessions: usize = 8 + 4 + 4 + 2;
         let count = sessions.to_string();
         let mut srv = Proc::spawn(ns, &["serve", "--config", &server, "--count", &count]);
         srv.expect_line("listening on", Duration::from_secs(20));
