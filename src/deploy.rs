@@ -512,6 +512,12 @@ fn poll_loop(
 ) -> Vec<Polled> {
     use std::sync::atomic::Ordering;
     let mut cores = cores;
+    // An lcore that shares its CPU (with the main thread's consumers, another process's
+    // lcores, or its other cores' queues) must not keep it while idle: after
+    // IDLE_YIELD_POLLS empty polls a core yields (a cheap system call on a dedicated CPU).
+    for (core, _, _) in cores.iter_mut() {
+        core.set_idle_yield(control::embedded::IDLE_YIELD_POLLS);
+    }
     started.fetch_add(1, Ordering::Release);
     let mut seen: Vec<u64> = cores
         .iter()
