@@ -88,7 +88,7 @@ cargo test --release --test hostile -- --include-ignored --nocapture
 step "hostile peers against iwarp serve on DPDK af_packet, from kernel sockets (release build; root)"
 cargo test --release --features dpdk --test hostile_dpdk -- --include-ignored --nocapture
 
-step "two iwarp processes on DPDK: af_packet over veth, tap bridged to af_packet, memif (release build; root)"
+step "two iwarp processes on DPDK: af_packet over veth, tap bridged to af_packet, memif; two cores each over memif and af_packet; serve on two ports (release build; root)"
 cargo test --release --features dpdk --test two_process -- --include-ignored --nocapture
 
 step "iwarp bench smoke run (embedded default, every test, verified; the no-DPDK build)"
@@ -99,6 +99,8 @@ done
 for t in write-lat read-lat send-lat; do
   "${nodpdk_env[@]}" cargo run --release --quiet -- bench "$t" -s 8 -n 2000
 done
+# Several QPs over several cores, both directions.
+"${nodpdk_env[@]}" cargo run --release --quiet -- bench write-bw -q 8 --cores 2 -b -s 65536 -n 500 --verify
 
 step "interoperability with Linux siw (QEMU guest; its image is built once, about 5 min)"
 # rping, perftest -R, the raw MPA probe and IRD/ORD negotiation against Linux soft-iWARP, in
