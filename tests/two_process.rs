@@ -1,6 +1,7 @@
 //! Two `iwarp` processes on DPDK ports, joined by a veth pair (both on `net_af_packet`),
 //! by a bridge between a `net_tap` device and a veth (tap server, af_packet client), and
-//! by `net_memif` (shared memory). For each transport and two MPA modes, the client runs
+//! by `net_memif` (shared memory); each also with two queue pairs and two cores per side,
+//! and `iwarp serve` on two ports polled by one lcore. For each transport and two MPA modes, the client runs
 //! RDMA Write, RDMA Read and Send bandwidth tests with every octet verified by the side
 //! that receives it, and the three latency tests, against one `iwarp serve`.
 //!
@@ -393,6 +394,19 @@ mod dpdk {
         peer: &str,
         no_handoff: bool,
     ) {
+        exercise_two_cores_with(ns, dir, server_cfg, client_cfg, peer, no_handoff, || {});
+    }
+
+    /// [`exercise_two_cores`], calling `after_server_start` once the server listens.
+    fn exercise_two_cores_with(
+        ns: Option<&Netns>,
+        dir: &Path,
+        server_cfg: &str,
+        client_cfg: &str,
+        peer: &str,
+        no_handoff: bool,
+        after_server_start: impl Fn(),
+    ) {
         let server = write(dir, "server.toml", server_cfg);
         let client = write(dir, "client.toml", client_cfg);
         let runs: [(&str, &[&str]); 4] = [
@@ -418,6 +432,7 @@ mod dpdk {
         let count = sessions.to_string();
         let mut srv = Proc::spawn(ns, &["serve", "--config", &server, "--count", &count]);
         srv.expect_line("listening on", Duration::from_secs(20));
+        after_server_start();
         for (test, flags) in runs {
             let mut args = vec!["bench", test, "--config", &client, "--peer", peer, "--json"];
             args.extend_from_slice(flags);
@@ -487,9 +502,12 @@ mod dpdk {
                 "{cores}"
             );
         }
-        let sess = out.lines().filter(|l| l.starts_with("session ")).count();
-        assert_eq!(sess, sessions, "{out}");
-        assert!(!out.contains(" failed"), "{out}");
+        let sess: Vec<&str> = out.lines().filter(|l| l.starts_with("session ")).collect();
+        assert_eq!(sess.len(), sessions, "{out}");
+        assert!(
+            sess.iter().all(|l| l.ends_with(" 0 wrong") && !l.contains(" failed:")),
+            "{out}"
+        );
     }
 
     #[test]
@@ -621,6 +639,53 @@ mod dpdk {
                 .iter()
                 .all(|l| l.ends_with("verified 19660800 octets, 0 wrong")),
             "{out}"
+        );
+    }
+
+    /// A `net_tap` server of two queue pairs (two cores; the kernel spreads the flows
+    /// over the tap's queues), bridged to an af_packet client of two.
+    #[test]
+    #[cfg_attr(
+        debug_assertions,
+        ignore = "busy-polling DPDK processes: run in release (scripts/test.sh does)"
+    )]
+    fn two_cores_each_over_tap_bridged_to_af_packet() {
+        if !can_run() {
+            return;
+        }
+        let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+        let ns = Netns::new("tap2");
+        ns.ip(&["link", "add", "iwbr2", "type", "bridge"]);
+        ns.ip(&["link", "add", "iwK", "type", "veth", "peer", "name", "iwL"]);
+        for d in ["iwbr2", "iwK", "iwL"] {
+            ns.quiet(d);
+        }
+        ns.ip(&["link", "set", "iwL", "master", "iwbr2"]);
+        for d in ["iwbr2", "iwK", "iwL"] {
+            ns.ip(&["link", "set", d, "up"]);
+        }
+        let dir = TempDir::new("tap2");
+        let server = format!(
+            "[[ports]]\nname = \"p0\"\ndriver = \"tap\"\niface = \"iwtap2\"\n\
+             mac = \"02:00:00:bc:00:02\"\nipv4 = \"10.95.0.2/24\"\n{TWO_CORES}{LISTENER}{TCP}"
+        );
+        let client = format!(
+            "{}{TWO_CORES}{TCP}",
+            af_packet_port("iwK", "02:00:00:bc:00:01", "10.95.0.1")
+        );
+        let attach = || {
+            ns.quiet("iwtap2");
+            ns.ip(&["link", "set", "iwtap2", "master", "iwbr2"]);
+            ns.ip(&["link", "set", "iwtap2", "up"]);
+        };
+        exercise_two_cores_with(
+            Some(&ns),
+            &dir.0,
+            &server,
+            &client,
+            "10.95.0.2",
+            false,
+            attach,
         );
     }
 }

@@ -50,7 +50,7 @@ use control::verbs::{AlignmentStats, CmError, Completion, Core, Device, Initiato
 use hdrhistogram::Histogram;
 
 pub mod client;
-mod scale;
+pub mod scale;
 pub use scale::{report_clients, run_clients, run_clients_driving, ClientRuns};
 pub mod server;
 pub mod session;
