@@ -505,7 +505,8 @@ mod dpdk {
         let sess: Vec<&str> = out.lines().filter(|l| l.starts_with("session ")).collect();
         assert_eq!(sess.len(), sessions, "{out}");
         assert!(
-            sess.iter().all(|l| l.ends_with(" 0 wrong") && !l.contains(" failed:")),
+            sess.iter()
+                .all(|l| l.ends_with(" 0 wrong") && !l.contains(" failed:")),
             "{out}"
         );
     }
