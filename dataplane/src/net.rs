@@ -482,17 +482,17 @@ impl Net {
         });
         let sent = if let Some(payload) = zero_copy {
             let header_len = ETH_LEN + IPV4_LEN + repr.header_len();
-            let caps = if offload {
-                ChecksumCapabilities::ignored()
-            } else {
-                ChecksumCapabilities::default()
-            };
+            // The IPv4 header checksum: the device's with offload, else ours below.
+            let caps = ChecksumCapabilities::ignored();
             port.tx_zero_copy(header_len, payload, offload, &mut |buf: &mut [u8]| {
                 eth.emit(&mut EthernetFrame::new_unchecked(&mut *buf));
                 ip.emit(
                     &mut Ipv4Packet::new_unchecked(&mut buf[ETH_LEN..ETH_LEN + IPV4_LEN]),
                     &caps,
                 );
+                if !offload {
+                    wire::tcp::checksum::fill_ipv4_header(&mut buf[ETH_LEN..ETH_LEN + IPV4_LEN]);
+                }
                 wire::tcp::emit_segment_header(
                     src,
                     dst,
@@ -512,10 +512,11 @@ impl Net {
                 wire::tcp::emit_segment_offload(src, dst, repr, &mut buf[ETH_LEN + IPV4_LEN..]);
             })
         } else {
-            let caps = ChecksumCapabilities::default();
+            let caps = ChecksumCapabilities::ignored();
             port.tx(ETH_LEN + ip_len, &mut |buf: &mut [u8]| {
                 eth.emit(&mut EthernetFrame::new_unchecked(&mut *buf));
                 ip.emit(&mut Ipv4Packet::new_unchecked(&mut buf[ETH_LEN..]), &caps);
+                wire::tcp::checksum::fill_ipv4_header(&mut buf[ETH_LEN..ETH_LEN + IPV4_LEN]);
                 wire::tcp::emit_segment(src, dst, repr, &mut buf[ETH_LEN + IPV4_LEN..]);
             })
         };
@@ -704,7 +705,10 @@ impl Net {
         if ip.version() != 4 || header_len < IPV4_LEN {
             return Rx::Dropped(DropReason::Malformed);
         }
-        if !ip.verify_checksum() {
+        if !frame
+            .get(ETH_LEN..ETH_LEN + header_len)
+            .is_some_and(wire::tcp::checksum::ipv4_header_ok)
+        {
             return Rx::Dropped(DropReason::BadChecksum);
         }
         if ip.more_frags() || ip.frag_offset() != 0 {
