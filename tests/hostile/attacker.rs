@@ -29,6 +29,8 @@ pub const ATTACKER_MAC: EthernetAddress = EthernetAddress([0x02, 0, 0, 0, 0x66, 
 pub struct Tap {
     to_attacker: Mutex<VecDeque<Vec<u8>>>,
     from_attacker: Mutex<VecDeque<Vec<u8>>>,
+    /// The attacker's frames the wire had no room for (dropped, as a full link would).
+    pub dropped: std::sync::atomic::AtomicU64,
 }
 
 /// Node A's port with the attacker spliced in: frames for the attacker's MAC go to it,
@@ -43,7 +45,11 @@ impl TapPort {
         let frames: Vec<Vec<u8>> = self.tap.from_attacker.lock().unwrap().drain(..).collect();
         for f in frames {
             let len = f.len();
-            self.inner.tx(len, &mut |b| b.copy_from_slice(&f));
+            if !self.inner.tx(len, &mut |b| b.copy_from_slice(&f)) {
+                self.tap
+                    .dropped
+                    .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            }
         }
     }
 }

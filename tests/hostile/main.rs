@@ -89,6 +89,8 @@ static SERIAL: Mutex<()> = Mutex::new(());
 struct Lab {
     _serial: std::sync::MutexGuard<'static, ()>,
     attacker: Attacker,
+    /// The splice between node A's port and the attacker.
+    tap: Arc<Tap>,
     a: Device,
     core_a: Option<Core>,
     /// A good client running on node A's core (which it then holds).
@@ -171,7 +173,8 @@ impl Lab {
         let r = rss();
         Lab {
             _serial: serial,
-            attacker: Attacker::new(tap),
+            attacker: Attacker::new(tap.clone()),
+            tap,
             a,
             core_a: Some(core_a),
             client: None,
@@ -414,8 +417,26 @@ fn syn_flood_of_20000_gets_cookies_and_a_good_client_runs() {
         l.attacker.seen
     );
     assert!(s.max_half_open <= 256, "half-open above the backlog: {s:?}");
-    assert!(s.stats.syn_cookies_sent >= 15_000, "{s:?}");
-    assert!(l.attacker.seen.syn_acks >= 15_000, "{:?}", l.attacker.seen);
+    // How many SYNs reach the victim depends on how fast its thread drains the wire (a
+    // full wire drops the attacker's frames, counted), and under load its thread may still
+    // be working through them: every one from the attacker's own address that arrives
+    // beyond the backlog gets a cookie within a few seconds (the 1,000 from spoofed
+    // addresses, which nobody answers ARP for, may get none), and the attacker sees them.
+    let dropped = l.tap.dropped.load(std::sync::atomic::Ordering::Relaxed);
+    let delivered = 20_000u64.saturating_sub(dropped);
+    eprintln!("SYNs delivered: {delivered} ({dropped} dropped by the full wire)");
+    assert!(
+        delivered >= 5_000,
+        "the flood hardly reached the victim: {dropped} dropped"
+    );
+    l.until(
+        "a cookie for every SYN beyond the backlog",
+        Duration::from_secs(10),
+        |l| {
+            l.snap().stats.syn_cookies_sent + 256 + 1_000 + 64 >= delivered
+                && l.attacker.seen.syn_acks + 1_000 + 64 >= l.snap().stats.syn_cookies_sent
+        },
+    );
     // The half-open connections go at the startup timeout.
     let s = l.drained(Duration::from_secs(10), 256 * MIB);
     assert!(s.stats.startup_timeouts >= 200, "{s:?}");
