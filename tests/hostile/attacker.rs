@@ -174,6 +174,8 @@ pub struct Attacker {
     next_port: u16,
     epoch: StdInstant,
     pub seen: Seen,
+    /// SYNs [`Attacker::syn`] put on the wire.
+    pub syns_sent: u64,
     cfg: tcp::Config,
 }
 
@@ -195,6 +197,7 @@ impl Attacker {
             next_port: 20000,
             epoch: StdInstant::now(),
             seen: Seen::default(),
+            syns_sent: 0,
             cfg: control::embedded::tcp_config(1500),
         }
     }
@@ -234,7 +237,11 @@ impl Attacker {
             payload: &[],
         };
         syn.timestamp = Some(smoltcp::wire::TcpTimestampRepr::new(port as u32, 0));
-        let _ = self.net.send_tcp(now, &mut self.port, &tuple, &syn);
+        // Counted only when the attacker's stack takes it (it refuses some during the
+        // flood: see the syn-flood test).
+        if self.net.send_tcp(now, &mut self.port, &tuple, &syn).is_ok() {
+            self.syns_sent += 1;
+        }
     }
 
     /// Opens a TCP connection to `dst` (driven by `poll`).

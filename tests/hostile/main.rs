@@ -417,14 +417,18 @@ fn syn_flood_of_20000_gets_cookies_and_a_good_client_runs() {
         l.attacker.seen
     );
     assert!(s.max_half_open <= 256, "half-open above the backlog: {s:?}");
-    // How many SYNs reach the victim depends on how fast its thread drains the wire (a
-    // full wire drops the attacker's frames, counted), and under load its thread may still
-    // be working through them: every one from the attacker's own address that arrives
-    // beyond the backlog gets a cookie within a few seconds (the 1,000 from spoofed
-    // addresses, which nobody answers ARP for, may get none), and the attacker sees them.
+    // How many SYNs reach the victim depends on timing: the attacker's own stack refuses
+    // some (its Net::send_tcp fails, during the flood 1k to 5k of 20k, both in this
+    // session's code and in 4f08cce's), and a full wire drops its frames (both counted); under load the victim's thread may still be working through them.
+    // Every one from the attacker's own address that arrives beyond the backlog gets a
+    // cookie within a few seconds (the 1,000 from spoofed addresses, which nobody answers
+    // ARP for, may get none), and the attacker sees them.
     let dropped = l.tap.dropped.load(std::sync::atomic::Ordering::Relaxed);
-    let delivered = 20_000u64.saturating_sub(dropped);
-    eprintln!("SYNs delivered: {delivered} ({dropped} dropped by the full wire)");
+    let delivered = l.attacker.syns_sent.saturating_sub(dropped);
+    eprintln!(
+        "SYNs: {} sent of 20000, {delivered} delivered ({dropped} dropped by the full wire)",
+        l.attacker.syns_sent
+    );
     assert!(
         delivered >= 5_000,
         "the flood hardly reached the victim: {dropped} dropped"
