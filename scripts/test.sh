@@ -21,11 +21,12 @@ command -v pkg-config >/dev/null || need_pkgs+=(pkg-config)
 pkg-config --exists libdpdk 2>/dev/null || need_pkgs+=(libdpdk-dev)
 dpkg -s libclang-dev >/dev/null 2>&1 || need_pkgs+=(libclang-dev)
 # The DPDK port test builds a network namespace with veth pairs (ip netns, ip link); the
-# hostile-peer test on DPDK turns a veth's checksum offload off (ethtool) and attacks from
-# kernel sockets in Python.
+# hostile-peer test on DPDK turns a veth's checksum offload off (ethtool), keeps the SYN
+# flood's source silent with a firewall rule (nft) and attacks from kernel sockets in Python.
 command -v ip >/dev/null || need_pkgs+=(iproute2)
 command -v ethtool >/dev/null || need_pkgs+=(ethtool)
 command -v python3 >/dev/null || need_pkgs+=(python3)
+command -v nft >/dev/null || need_pkgs+=(nftables)
 if [ ${#need_pkgs[@]} -gt 0 ]; then
   step "installing ${need_pkgs[*]}"
   if [ "$(id -u)" = 0 ]; then

@@ -130,7 +130,18 @@ def stall(dst: str, port: int, count: int, hold: float, request: bytes) -> dict:
     last = time.monotonic() - start
     for s in socks:
         s.close()
-    return {"opened": count, "connected": connected, "ended": len(done), "seconds": last}
+    # How many of each third the server did not end: silent, half a Request, a Request.
+    left = [0, 0, 0]
+    for i in range(count):
+        if i not in done:
+            left[i % 3] += 1
+    return {
+        "opened": count,
+        "connected": connected,
+        "ended": len(done),
+        "seconds": last,
+        "left_by_kind": left,
+    }
 
 
 def slow(dst: str, port: int, request: bytes) -> dict:
