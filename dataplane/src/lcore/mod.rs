@@ -1010,6 +1010,14 @@ impl Core {
                     return;
                 }
             }
+            // A connection this burst made (a SYN cookie's ACK, say, with the first data
+            // right behind it): the segment is its, not the listener's, which would make
+            // a second connection for the tuple that could not be kept, losing the
+            // segment.
+            if let Some(c) = accepted.iter_mut().find(|c| *c.tuple() == tuple) {
+                c.on_segment(now, &repr);
+                return;
+            }
             if let Some(tw) = time_wait.get_mut(&tuple) {
                 match tw.on_segment(now, &repr) {
                     TimeWaitAction::Ack(a) => {
