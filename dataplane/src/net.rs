@@ -71,6 +71,8 @@ pub const REPLY_QUEUE_MAX: usize = 64;
 
 const ETH_LEN: usize = 14;
 const IPV4_LEN: usize = 20;
+/// The longest Ethernet, IPv4 (no options) and TCP (60 octets with options) headers.
+const MAX_HEADERS: usize = ETH_LEN + IPV4_LEN + 60;
 const ARP_LEN: usize = 28;
 
 /// Addressing of one [`Net`].
@@ -412,7 +414,7 @@ impl Net {
         tuple: &FourTuple,
         repr: &TcpRepr,
     ) -> Result<(), SendTcpError> {
-        self.send_tcp_record(now, port, tuple, repr, None)
+        self.send_tcp_record(now, port, tuple, repr, None, None)
     }
 
     /// [`Net::send_tcp`] for a segment whose payload `record` holds (see
@@ -420,7 +422,9 @@ impl Net {
     /// on a port with [`Port::tx_zero_copy_capable`] the frame is queued as the headers
     /// followed by the payload referenced in the record, not copied, when the payload is
     /// at least [`ZERO_COPY_MIN_PAYLOAD`] octets and of even length. Otherwise, or with
-    /// `None`, the frame is written whole as by `send_tcp`.
+    /// `None`, the frame is written whole as by `send_tcp`. `payload_sum`, when known, is
+    /// the one's complement sum of `repr.payload` (as `wire::tcp::checksum::data` gives
+    /// it): the TCP checksum is then filled without summing the payload.
     pub fn send_tcp_record(
         &mut self,
         now: Instant,
@@ -428,8 +432,13 @@ impl Net {
         tuple: &FourTuple,
         repr: &TcpRepr,
         record: Option<TxPayload<'_>>,
+        payload_sum: Option<u16>,
     ) -> Result<(), SendTcpError> {
-        let r = self.try_send_tcp(now, port, tuple, repr, record);
+        debug_assert!(
+            payload_sum.is_none_or(|s| s == wire::tcp::checksum::data(repr.payload)),
+            "a payload sum that is not the payload's"
+        );
+        let r = self.try_send_tcp(now, port, tuple, repr, record, payload_sum);
         match r {
             Ok(()) => self.stats.tx_tcp += 1,
             Err(SendTcpError::Unresolved) => self.stats.tx_unresolved += 1,
@@ -445,6 +454,7 @@ impl Net {
         tuple: &FourTuple,
         repr: &TcpRepr,
         record: Option<TxPayload<'_>>,
+        payload_sum: Option<u16>,
     ) -> Result<(), SendTcpError> {
         if tuple.local_addr != self.cfg.addr {
             return Err(SendTcpError::BadSource);
@@ -480,25 +490,53 @@ impl Net {
                 && std::ptr::eq(p.bytes(), repr.payload)
                 && port.tx_zero_copy_capable()
         });
-        let sent = if let Some(payload) = zero_copy {
-            let header_len = ETH_LEN + IPV4_LEN + repr.header_len();
-            // The IPv4 header checksum: the device's with offload, else ours below.
+        // Without offload the checksums are computed over headers built here, in a
+        // buffer in this core's cache, and over the payload where it lies (or from the
+        // sum its records were queued with): the port's buffer is only written. A
+        // frame buffer comes back from the receiving core, so reading it (summing it
+        // after writing) would wait for its cache lines to come over first.
+        let header_len = ETH_LEN + IPV4_LEN + repr.header_len();
+        let headers = |buf: &mut [u8], payload_sum: u16| {
             let caps = ChecksumCapabilities::ignored();
+            eth.emit(&mut EthernetFrame::new_unchecked(&mut *buf));
+            ip.emit(
+                &mut Ipv4Packet::new_unchecked(&mut buf[ETH_LEN..ETH_LEN + IPV4_LEN]),
+                &caps,
+            );
+            wire::tcp::checksum::fill_ipv4_header(&mut buf[ETH_LEN..ETH_LEN + IPV4_LEN]);
+            wire::tcp::emit_segment_header_with_sum(
+                src,
+                dst,
+                repr,
+                repr.payload,
+                Some(payload_sum),
+                false,
+                &mut buf[ETH_LEN + IPV4_LEN..header_len],
+            );
+        };
+        let sent = if let Some(payload) = zero_copy {
+            // The IPv4 header checksum: the device's with offload, else ours.
+            let caps = ChecksumCapabilities::ignored();
+            let sum = (!offload)
+                .then(|| payload_sum.unwrap_or_else(|| wire::tcp::checksum::data(repr.payload)));
             port.tx_zero_copy(header_len, payload, offload, &mut |buf: &mut [u8]| {
+                if let Some(sum) = sum {
+                    let mut h = [0u8; MAX_HEADERS];
+                    headers(&mut h[..header_len], sum);
+                    buf[..header_len].copy_from_slice(&h[..header_len]);
+                    return;
+                }
                 eth.emit(&mut EthernetFrame::new_unchecked(&mut *buf));
                 ip.emit(
                     &mut Ipv4Packet::new_unchecked(&mut buf[ETH_LEN..ETH_LEN + IPV4_LEN]),
                     &caps,
                 );
-                if !offload {
-                    wire::tcp::checksum::fill_ipv4_header(&mut buf[ETH_LEN..ETH_LEN + IPV4_LEN]);
-                }
                 wire::tcp::emit_segment_header(
                     src,
                     dst,
                     repr,
                     repr.payload,
-                    offload,
+                    true,
                     &mut buf[ETH_LEN + IPV4_LEN..],
                 );
             })
@@ -512,12 +550,12 @@ impl Net {
                 wire::tcp::emit_segment_offload(src, dst, repr, &mut buf[ETH_LEN + IPV4_LEN..]);
             })
         } else {
-            let caps = ChecksumCapabilities::ignored();
+            let sum = payload_sum.unwrap_or_else(|| wire::tcp::checksum::data(repr.payload));
             port.tx(ETH_LEN + ip_len, &mut |buf: &mut [u8]| {
-                eth.emit(&mut EthernetFrame::new_unchecked(&mut *buf));
-                ip.emit(&mut Ipv4Packet::new_unchecked(&mut buf[ETH_LEN..]), &caps);
-                wire::tcp::checksum::fill_ipv4_header(&mut buf[ETH_LEN..ETH_LEN + IPV4_LEN]);
-                wire::tcp::emit_segment(src, dst, repr, &mut buf[ETH_LEN + IPV4_LEN..]);
+                let mut h = [0u8; MAX_HEADERS];
+                headers(&mut h[..header_len], sum);
+                buf[..header_len].copy_from_slice(&h[..header_len]);
+                buf[header_len..].copy_from_slice(repr.payload);
             })
         };
         if sent {

@@ -1279,9 +1279,9 @@ impl Core {
             let port = &mut **port;
             work += c
                 .tcp
-                .poll_transmit_records(now, room, share, |repr, record| {
+                .poll_transmit_records(now, room, share, |repr, record, sum| {
                     if net
-                        .send_tcp_record(now, port, &tuple, repr, record)
+                        .send_tcp_record(now, port, &tuple, repr, record, sum)
                         .is_err()
                     {
                         stats.tx_failures += 1;

@@ -638,7 +638,7 @@ fn zero_copy_frames_are_the_same_segments_with_or_without_checksum_offload() {
             offset,
             len,
         };
-        p.a.send_tcp_record(t(3), &mut p.pa, &tuple(), &repr, Some(payload))
+        p.a.send_tcp_record(t(3), &mut p.pa, &tuple(), &repr, Some(payload), None)
             .unwrap();
         p.pa.flush();
         assert_eq!(
@@ -689,7 +689,7 @@ fn small_or_odd_payloads_and_missing_records_are_copied() {
             offset,
             len,
         });
-        p.a.send_tcp_record(t(3), &mut p.pa, &tuple(), &repr, payload)
+        p.a.send_tcp_record(t(3), &mut p.pa, &tuple(), &repr, payload, None)
             .unwrap();
         let got = frames(&mut p.pa, &mut p.pb);
         match rx(&mut p.b, t(3), &got[0], &mut p.pb) {
@@ -708,7 +708,7 @@ fn small_or_odd_payloads_and_missing_records_are_copied() {
         offset: 0,
         len: 1000,
     };
-    p.a.send_tcp_record(t(3), &mut p.pa, &tuple(), &repr, Some(wrong))
+    p.a.send_tcp_record(t(3), &mut p.pa, &tuple(), &repr, Some(wrong), None)
         .unwrap();
     let got = frames(&mut p.pa, &mut p.pb);
     assert!(got[0].ends_with(&[3; 1000]));

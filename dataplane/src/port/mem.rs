@@ -449,6 +449,8 @@ pub struct MemPort {
     held: BinaryHeap<Held>,
     held_seq: u64,
     stats: PortStats,
+    /// Frames sent since the last flush, not yet counted in the link's statistics.
+    unflushed_sent: u64,
 }
 
 impl fmt::Debug for MemPort {
@@ -550,6 +552,7 @@ fn make_links(
         pending: Vec::new(),
         held: BinaryHeap::new(),
         held_seq: 0,
+        unflushed_sent: 0,
         stats: PortStats::default(),
     };
     let first = (0..queues).map(|q| port(0, q, a.clone())).collect();
@@ -622,7 +625,9 @@ impl MemPort {
     fn enqueue(&mut self, mut buf: Vec<u8>, tail: Option<Tail>, len: usize) {
         self.stats.tx_frames += 1;
         self.stats.tx_octets += len as u64;
-        bump(&self.link[self.out].tx.sent);
+        // Counted on the link at the flush: a locked add per frame would wait each time
+        // for the frame's stores to reach memory.
+        self.unflushed_sent += 1;
         if self.injector.is_some() {
             if let Some(t) = tail {
                 t.read_into(&mut buf);
@@ -798,6 +803,12 @@ impl Port for MemPort {
     }
 
     fn flush(&mut self) {
+        if self.unflushed_sent > 0 {
+            self.link[self.out]
+                .tx
+                .sent
+                .fetch_add(std::mem::take(&mut self.unflushed_sent), Ordering::Relaxed);
+        }
         if self.pending.is_empty() {
             return;
         }

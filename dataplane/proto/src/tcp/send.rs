@@ -66,6 +66,10 @@ struct Record {
     sacked: bool,
     /// Retransmitted in the current loss recovery (RFC 6675 HighRxt, per record).
     rtx: bool,
+    /// The one's complement sum of `data` (as `wire::tcp::checksum::data` gives it),
+    /// taken when the record was queued, while its octets were still in cache: a
+    /// segment of whole records gets its TCP checksum without reading them again.
+    sum: u16,
 }
 
 impl Record {
@@ -136,13 +140,39 @@ impl SendQueue {
         let off = self.end;
         self.end += data.len() as u64;
         self.bytes += data.len();
+        let sum = wire::tcp::checksum::data(&data);
         self.recs.push_back(Record {
             off,
             end: self.end,
             data: RecordBuf::Owned(data),
             sacked: false,
             rtx: false,
+            sum,
         });
+    }
+
+    /// The one's complement sum (as `wire::tcp::checksum::data` gives it) of stream
+    /// octets `start .. start + len` when they are whole records, from the sums taken as
+    /// the records were queued; `None` when the range starts or ends inside a record or
+    /// reaches octets not held.
+    pub fn payload_sum(&self, start: u64, len: usize) -> Option<u16> {
+        let end = start.checked_add(len as u64)?;
+        let mut i = self.find(start)?;
+        if self.recs[i].off != start {
+            return None;
+        }
+        let mut sum = 0u16;
+        let mut pos = start;
+        while pos < end {
+            let r = self.recs.get(i)?;
+            if r.end() > end {
+                return None;
+            }
+            sum = wire::tcp::checksum::combine(sum, r.sum, (pos - start) as usize);
+            pos = r.end();
+            i += 1;
+        }
+        Some(sum)
     }
 
     /// Drops every record wholly below stream offset `off` (acknowledged). A record a
@@ -530,6 +560,47 @@ impl<'a> TxPayload<'a> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    proptest::proptest! {
+        /// The sum of a run of whole records, from the sums taken as they were queued,
+        /// is the sum of their octets read again; a run that splits a record has none.
+        #[test]
+        fn payload_sums_of_whole_records(
+            recs in proptest::collection::vec(
+                proptest::collection::vec(proptest::prelude::any::<u8>(), 1..300), 1..12),
+            first in 0usize..12,
+            count in 1usize..12,
+            acked in 0usize..4,
+        ) {
+            let mut sq = SendQueue::default();
+            for r in &recs {
+                sq.push(r.clone());
+            }
+            let offs: Vec<u64> = recs
+                .iter()
+                .scan(0u64, |o, r| { let a = *o; *o += r.len() as u64; Some(a) })
+                .collect();
+            let acked = acked.min(recs.len() - 1);
+            sq.ack_to(offs[acked]);
+            let first = first.clamp(acked, recs.len() - 1);
+            let last = (first + count).min(recs.len());
+            let bytes: Vec<u8> = recs[first..last].concat();
+            let start = offs[first];
+            proptest::prop_assert_eq!(
+                sq.payload_sum(start, bytes.len()),
+                Some(wire::tcp::checksum::data(&bytes))
+            );
+            // Starting inside a record, or ending inside one: no sum.
+            if recs[first].len() > 1 {
+                proptest::prop_assert_eq!(sq.payload_sum(start + 1, bytes.len() - 1), None);
+            }
+            if recs[last - 1].len() > 1 {
+                proptest::prop_assert_eq!(sq.payload_sum(start, bytes.len() - 1), None);
+            }
+            // Past what is held: none.
+            proptest::prop_assert_eq!(sq.payload_sum(start, bytes.len() + 1 + sq.bytes()), None);
+        }
+    }
 
     fn q(sizes: &[usize]) -> SendQueue {
         let mut q = SendQueue::default();

@@ -1511,8 +1511,12 @@ fn records_are_offered_for_zero_copy_only_when_asked() {
     // segment's payload; two small records packed into one segment are not offered.
     let mut offered = Vec::new();
     let mut packed = 0;
-    p.a()
-        .poll_transmit_records(now, 8, true, |repr, rec| match rec {
+    p.a().poll_transmit_records(now, 8, true, |repr, rec, sum| {
+        // Whole records: the sum taken as they were queued is the payload's.
+        if !repr.payload.is_empty() {
+            assert_eq!(sum, Some(wire::tcp::checksum::data(repr.payload)));
+        }
+        match rec {
             Some(r) => {
                 assert!(std::ptr::eq(r.bytes(), repr.payload));
                 assert_eq!(r.len, repr.payload.len());
@@ -1523,17 +1527,23 @@ fn records_are_offered_for_zero_copy_only_when_asked() {
                 offered.extend_from_slice(repr.payload);
             }
             None => {}
-        });
+        }
+    });
     assert_eq!(packed, 1, "the two 30-octet records go out together");
     assert_eq!(offered, sent);
     // Without sharing, nothing is offered, not even the records shared above when they
     // are retransmitted (after the RTO).
     let later = now + smoltcp::time::Duration::from_secs(5);
     let mut resent = Vec::new();
-    let n = p.a().poll_transmit_records(later, 8, false, |repr, rec| {
-        assert!(rec.is_none(), "a record offered without sharing");
-        resent.extend_from_slice(repr.payload);
-    });
+    let n = p
+        .a()
+        .poll_transmit_records(later, 8, false, |repr, rec, sum| {
+            assert!(rec.is_none(), "a record offered without sharing");
+            if let Some(sum) = sum {
+                assert_eq!(sum, wire::tcp::checksum::data(repr.payload));
+            }
+            resent.extend_from_slice(repr.payload);
+        });
     assert!(
         n > 0 && resent.starts_with(&sent[..1000]),
         "{n} {}",

@@ -55,6 +55,15 @@ pub fn data(data: &[u8]) -> u16 {
     fold(sum_le(data)).swap_bytes()
 }
 
+/// The one's complement sum (as [`data`] gives it) of the concatenation of a run of
+/// octets whose sum is `a` followed by one whose sum is `b`, the second starting
+/// `offset` octets after the first (RFC 1071 section 2: a run at an odd offset adds
+/// byte-swapped).
+pub fn combine(a: u16, b: u16, offset: usize) -> u16 {
+    let b = if offset % 2 == 1 { b.swap_bytes() } else { b };
+    fold(u64::from(a) + u64::from(b))
+}
+
 /// Whether the IPv4 header `header` (its whole length, options included) has a right
 /// checksum: its one's complement sum is all ones (RFC 1071). The same verdict as
 /// smoltcp's `Ipv4Packet::verify_checksum`, from this module's sum.
@@ -120,6 +129,27 @@ pub fn fill_tcp_parts(src: Ipv4Address, dst: Ipv4Address, header: &mut [u8], pay
     let s = pseudo_header(src, dst, header.len() + payload.len())
         + u64::from(data(header))
         + u64::from(data(payload));
+    header[16..18].copy_from_slice(&(!fold(s)).to_be_bytes());
+}
+
+/// [`fill_tcp_parts`] for a payload of `payload_len` octets whose sum (as [`data`]
+/// gives it) is already known: the payload is not read.
+pub fn fill_tcp_parts_with_sum(
+    src: Ipv4Address,
+    dst: Ipv4Address,
+    header: &mut [u8],
+    payload_len: usize,
+    payload_sum: u16,
+) {
+    if header.len() < 20 {
+        return;
+    }
+    header[16] = 0;
+    header[17] = 0;
+    debug_assert!(header.len() % 2 == 0);
+    let s = pseudo_header(src, dst, header.len() + payload_len)
+        + u64::from(data(header))
+        + u64::from(payload_sum);
     header[16..18].copy_from_slice(&(!fold(s)).to_be_bytes());
 }
 

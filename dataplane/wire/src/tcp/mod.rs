@@ -105,6 +105,20 @@ pub fn emit_segment_header(
     offload: bool,
     buf: &mut [u8],
 ) {
+    emit_segment_header_with_sum(src, dst, repr, payload, None, offload, buf);
+}
+
+/// [`emit_segment_header`] for a payload whose one's complement sum (as
+/// [`checksum::data`] gives it) may be known, `payload_sum`: then the payload is not read.
+pub fn emit_segment_header_with_sum(
+    src: Ipv4Address,
+    dst: Ipv4Address,
+    repr: &TcpRepr,
+    payload: &[u8],
+    payload_sum: Option<u16>,
+    offload: bool,
+    buf: &mut [u8],
+) {
     let header = TcpRepr {
         payload: &[],
         ..*repr
@@ -112,6 +126,8 @@ pub fn emit_segment_header(
     emit_without_checksum(src, dst, &header, buf);
     if offload {
         checksum::fill_tcp_pseudo_header_len(src, dst, buf, buf.len() + payload.len());
+    } else if let Some(sum) = payload_sum {
+        checksum::fill_tcp_parts_with_sum(src, dst, buf, payload.len(), sum);
     } else {
         checksum::fill_tcp_parts(src, dst, buf, payload);
     }

@@ -48,7 +48,7 @@ impl Connection {
         max: usize,
         mut emit: impl FnMut(&TcpRepr, &[u8]),
     ) -> usize {
-        self.poll_transmit_records(now, max, false, |repr, _| emit(repr, repr.payload))
+        self.poll_transmit_records(now, max, false, |repr, _, _| emit(repr, repr.payload))
     }
 
     /// Like [`Connection::poll_transmit_burst`], and with `share` also says where each
@@ -58,12 +58,18 @@ impl Connection {
     /// a clone of it until its device has read it. `None` for segments without payload,
     /// payloads gathered from several records, and always without `share` (records are
     /// then never moved into shared buffers, which costs a little per record).
+    ///
+    /// The third argument is the one's complement sum of `repr.payload` (as
+    /// `wire::tcp::checksum::data` gives it) when the payload is whole records, whose
+    /// sums were taken as they were queued: the emitter fills the TCP checksum from it
+    /// without reading the payload again. `None` when the payload is empty or splits a
+    /// record.
     pub fn poll_transmit_records(
         &mut self,
         now: Instant,
         max: usize,
         share: bool,
-        mut emit: impl FnMut(&TcpRepr, Option<TxPayload<'_>>),
+        mut emit: impl FnMut(&TcpRepr, Option<TxPayload<'_>>, Option<u16>),
     ) -> usize {
         self.now = self.now.max(micros(now));
         self.on_timers();
@@ -333,7 +339,7 @@ impl Connection {
         &mut self,
         out: Out,
         share: bool,
-        emit: &mut impl FnMut(&TcpRepr, Option<TxPayload<'_>>),
+        emit: &mut impl FnMut(&TcpRepr, Option<TxPayload<'_>>, Option<u16>),
     ) {
         let mut repr = crate::tcp::bare_repr(
             self.tuple.local_port,
@@ -351,7 +357,7 @@ impl Connection {
                 repr.ack_number = ack;
                 self.stats.segments_sent += 1;
                 self.stats.resets_sent += 1;
-                emit(&repr, None);
+                emit(&repr, None, None);
                 self.scratch = scratch;
                 return;
             }
@@ -389,7 +395,7 @@ impl Connection {
                     self.rtx_deadline = Some(self.after(self.rtt.rto()));
                 }
                 self.stats.segments_sent += 1;
-                emit(&repr, None);
+                emit(&repr, None, None);
                 self.scratch = scratch;
                 return;
             }
@@ -500,8 +506,13 @@ impl Connection {
             }
             _ => (&[], None),
         };
+        let payload_sum = if payload.is_empty() {
+            None
+        } else {
+            self.sendq.payload_sum(out.data_start, out.data_len)
+        };
         repr.payload = payload;
-        emit(&repr, record);
+        emit(&repr, record, payload_sum);
         self.scratch = scratch;
     }
 }
