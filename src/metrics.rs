@@ -266,6 +266,12 @@ pub fn render(s: &Snapshot, port: &str) -> String {
         "Fast retransmits.",
         t.fast_retransmits,
     );
+    metric(
+        "tcp_tail_loss_probes_total",
+        c,
+        "Tail loss probes (RFC 8985).",
+        t.tail_loss_probes,
+    );
     let q = &s.gauges;
     metric(
         "connections",

@@ -626,6 +626,10 @@ pub struct Segments {
     pub timeouts: u64,
     /// Fast retransmits.
     pub fast_retransmits: u64,
+    /// Tail loss probes (RFC 8985 section 7); absent from reports written before they were
+    /// counted.
+    #[serde(default)]
+    pub tail_loss_probes: u64,
 }
 
 /// [`Segments`] of the client, and of the server when it ran in this process.

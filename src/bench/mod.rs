@@ -512,6 +512,7 @@ fn segments(a: &AlignmentStats) -> Segments {
         retransmitted_octets: a.retransmitted_octets,
         timeouts: a.timeouts,
         fast_retransmits: a.fast_retransmits,
+        tail_loss_probes: a.tail_loss_probes,
     }
 }
 

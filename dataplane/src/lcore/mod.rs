@@ -205,6 +205,8 @@ pub struct AlignmentStats {
     pub timeouts: u64,
     /// Fast retransmits.
     pub fast_retransmits: u64,
+    /// Tail loss probes (RFC 8985).
+    pub tail_loss_probes: u64,
 }
 
 impl AlignmentStats {
@@ -217,6 +219,7 @@ impl AlignmentStats {
         self.retransmitted_octets += o.retransmitted_octets;
         self.timeouts += o.timeouts;
         self.fast_retransmits += o.fast_retransmits;
+        self.tail_loss_probes += o.tail_loss_probes;
     }
 
     fn add(&mut self, s: &tcp::Stats) {
@@ -227,6 +230,7 @@ impl AlignmentStats {
         self.retransmitted_octets += s.retransmitted_octets;
         self.timeouts += s.timeouts;
         self.fast_retransmits += s.fast_retransmits;
+        self.tail_loss_probes += s.tail_loss_probes;
     }
 
     /// Share of new-data segments that held whole FPDUs (1.0 when there were none).

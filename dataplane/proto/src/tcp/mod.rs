@@ -56,6 +56,16 @@
 //!   NextSeg rules 1-3 at record granularity; recovery ends at RecoveryPoint; the
 //!   scoreboard is dropped on RTO (RFC 2018 section 8). Without SACK, RFC 6582 NewReno:
 //!   fast retransmit on three duplicate ACKs, partial ACKs retransmit the next hole.
+//!   The retransmission timer restarts when loss recovery resends the oldest
+//!   outstanding segment (RFC 6675 section 6 leaves this open; Linux does it).
+//! * RFC 3042 limited transmit: one new segment beyond cwnd on each of the first two
+//!   duplicate ACKs. RFC 5827 early retransmit (SACK variant): with fewer than four
+//!   segments out and nothing new to send, recovery starts once all but the first are
+//!   SACKed.
+//! * RFC 8985 section 7 tail loss probes on SACK connections ([`Config::tail_loss_probe`]):
+//!   PTO = 2 SRTT + [`Config::delayed_ack`]; the probe is new data (cwnd aside) or the
+//!   last segment; one per tail; the RTO restarts with it. RACK's time-based loss
+//!   detection is not done: recovery still starts from duplicate ACKs or IsLost.
 //! * RFC 5044 section 5.3 (draft section 5.3), MPA-aware TCP: see below.
 //!
 //! # MPA-aware transmit
@@ -83,7 +93,7 @@
 //! * Scoreboard and pipe are recomputed by walking the records in flight: O(records in
 //!   flight) per ACK and per planned segment during recovery. Fine for hundreds of records;
 //!   an indexed scoreboard is the optimisation if profiles show it.
-//! * Limited transmit (RFC 3042), keep-alives, ECN, urgent data, RTT samples from
+//! * Keep-alives, ECN, urgent data, RTT samples from
 //!   timestamps (RTT is measured with Karn's timed segment; TSval ticks are
 //!   [`Config::ts_tick`]), PMTU discovery, IPv6.
 //! * Data carried in a SYN is not taken (it is not acknowledged, so the peer resends it).
@@ -212,6 +222,13 @@ pub struct Config {
     pub timestamps: bool,
     /// Offer SACK (RFC 2018): SACK-permitted and SACK blocks in ACKs.
     pub sack: bool,
+    /// Tail loss probes (RFC 8985 section 7) on SACK connections: when no ACK has come
+    /// for 2 SRTT plus [`Config::delayed_ack`] (and that is sooner than the RTO), one
+    /// segment goes out (new data beyond cwnd if the peer's window takes it, else the
+    /// last segment again) so that the loss of the last segments of a flight, which
+    /// brings too few duplicate ACKs for fast retransmit, is repaired by SACK recovery
+    /// instead of a timeout that drops cwnd to one segment.
+    pub tail_loss_probe: bool,
     /// RTO before any RTT sample (RFC 6298 2.1; 1 s).
     pub rto_initial: Duration,
     /// RTO floor (RFC 6298 2.4 says 1 s; data centres and the in-memory link use far less).
@@ -266,6 +283,7 @@ impl Default for Config {
             window_scaling: true,
             timestamps: true,
             sack: true,
+            tail_loss_probe: true,
             rto_initial: Duration::from_secs(1),
             rto_min: Duration::from_millis(200),
             rto_max: Duration::from_secs(60),
@@ -321,6 +339,8 @@ pub struct Stats {
     pub fast_retransmits: u64,
     /// Retransmission timeouts found spurious by Eifel detection (RFC 3522) and undone.
     pub spurious_timeouts: u64,
+    /// Tail loss probes sent (RFC 8985 section 7).
+    pub tail_loss_probes: u64,
     /// Duplicate ACKs received.
     pub dupacks_received: u64,
     /// Zero-window probes sent.

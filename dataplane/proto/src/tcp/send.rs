@@ -468,6 +468,17 @@ impl SendQueue {
         pipe
     }
 
+    /// Whether, of the records in `[una, high)`, the first is not SACKed and every later
+    /// one (there being at least one) is: what RFC 5827 early retransmission waits for
+    /// when a flight is too small for three duplicate ACKs.
+    pub fn only_first_missing(&self, una: u64, high: u64) -> bool {
+        let first = self.recs.partition_point(|r| r.end() <= una);
+        let last = self.recs.partition_point(|r| r.off < high);
+        last > first + 1
+            && !self.recs[first].sacked
+            && (first + 1..last).all(|k| self.recs[k].sacked)
+    }
+
     /// IsLost for the record holding `una`.
     pub fn first_is_lost(&self, una: u64, high: u64, smss: u64) -> bool {
         let (_, scan) = self.scan(una, high, smss);

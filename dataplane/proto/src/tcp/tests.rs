@@ -24,6 +24,21 @@ fn established(seed: u64) -> Pair {
     p
 }
 
+/// [`fast_config`] without tail loss probes: for tests of the retransmission timer.
+fn no_tlp() -> Config {
+    Config {
+        tail_loss_probe: false,
+        ..fast_config()
+    }
+}
+
+/// An established pair whose A sends no tail loss probes.
+fn established_no_tlp(seed: u64) -> Pair {
+    let mut p = Pair::active_passive(seed, no_tlp(), fast_config());
+    assert!(p.established());
+    p
+}
+
 /// A segment as B would send it now (right SEQ, ACK and timestamps), for injection at A.
 fn from_b_now(p: &mut Pair) -> TcpRepr<'static> {
     let tsval = p
@@ -518,7 +533,7 @@ fn syn_retransmission_backs_off_and_times_out() {
 fn rto_backoff_timing_and_timeout() {
     let cfg = Config {
         max_retries: 4,
-        ..fast_config()
+        ..no_tlp()
     };
     let mut p = Pair::active_passive(15, cfg, fast_config());
     assert!(p.established());
@@ -543,7 +558,7 @@ fn rto_backoff_timing_and_timeout() {
 
 #[test]
 fn rto_recovers_and_resets_backoff() {
-    let mut p = established(16);
+    let mut p = established_no_tlp(16);
     let mut n = 0;
     p.filter = Some(Box::new(move |s| {
         if s.from == Side::A && s.len > 0 && n < 2 {
@@ -888,7 +903,7 @@ fn fpdu_boundaries_under_loss_without_sack_or_timestamps() {
 
 #[test]
 fn retransmission_restarts_at_the_record_boundary() {
-    let mut p = established(24);
+    let mut p = established_no_tlp(24);
     records(&mut p, Side::A, &[1000, 400]);
     p.filter = Some(Box::new(|s| !(s.from == Side::A && s.len > 0)));
     p.transmit();
@@ -1179,8 +1194,97 @@ fn duration_helpers_and_poll_at() {
     let now = p.instant();
     assert!(p.a().poll_at().unwrap() <= now);
     p.transmit();
+    // The tail loss probe is due first: 2 SRTT + the delayed-ACK time (100 us).
     let at = p.a().poll_at().unwrap();
-    assert_eq!(at - p.instant(), Duration::from_millis(1));
+    let srtt = p.a().srtt().unwrap();
+    assert_eq!(at - p.instant(), srtt * 2 + Duration::from_micros(100));
+    // Without probes, the RTO (at its 1 ms floor).
+    let mut q = established_no_tlp(33);
+    q.run_for(10_000);
+    records(&mut q, Side::A, &[10]);
+    q.transmit();
+    let at = q.a().poll_at().unwrap();
+    assert_eq!(at - q.instant(), Duration::from_millis(1));
+}
+
+/// The last segment of a flight is lost: too few duplicate ACKs for fast retransmit.
+/// The tail loss probe (RFC 8985 7.3: the last segment again, there being no new data)
+/// repairs it at about 2 SRTT instead of the RTO, and cwnd is not cut to one segment.
+#[test]
+fn tail_loss_probe_repairs_a_lost_last_segment() {
+    for (cfg, probes, timeouts) in [(fast_config(), 1, 0), (no_tlp(), 0, 1)] {
+        let mut p = Pair::active_passive(34, cfg, fast_config());
+        assert!(p.established());
+        let warm = records(&mut p, Side::A, &[1448; 20]);
+        assert!(p.run_until(100_000, |p| p.rx_b.len() == warm.len()
+            && p.a.as_ref().unwrap().in_flight() == 0));
+        p.rx_b.clear();
+        let cwnd = p.a().cwnd();
+        drop_data_segments(&mut p, &[4]);
+        let start = p.now;
+        let d = records(&mut p, Side::A, &[1448; 4]);
+        assert!(p.run_until(100_000, |p| p.rx_b.len() == d.len()
+            && p.a.as_ref().unwrap().in_flight() == 0));
+        assert_eq!(p.rx_b, d);
+        let st = p.a().stats().clone();
+        assert_eq!(st.tail_loss_probes, probes, "{st:?}");
+        assert_eq!(st.timeouts, timeouts, "{st:?}");
+        if probes > 0 {
+            // Repaired well before the 1 ms RTO, with cwnd kept.
+            assert!(p.now - start < 500, "took {} us", p.now - start);
+            assert!(p.a().cwnd() >= cwnd / 2, "cwnd {} of {cwnd}", p.a().cwnd());
+        } else {
+            assert!(p.now - start >= 1_000, "took {} us", p.now - start);
+            assert_eq!(p.a().cwnd(), 1448 + 1448, "slow start again after the RTO");
+        }
+    }
+}
+
+/// The ACKs of a cwnd-limited flight are lost, with new data waiting: the probe is that
+/// new data (RFC 8985 7.3: cwnd aside), and its ACK acknowledges everything. No
+/// timeout, nothing sent twice.
+#[test]
+fn tail_loss_probe_sends_new_data_when_cwnd_holds_it_back() {
+    let mut p = established(35);
+    // Every ACK from B is lost until A has sent an eleventh data segment.
+    let mut a_data = 0;
+    p.filter = Some(Box::new(move |s| {
+        if s.from == Side::A && s.len > 0 {
+            a_data += 1;
+        }
+        !(s.from == Side::B && s.len == 0 && a_data <= 10)
+    }));
+    let d = records(&mut p, Side::A, &[1448; 12]);
+    p.transmit();
+    assert_eq!(p.a().in_flight(), 10 * 1448, "cwnd-limited (10 segments)");
+    assert!(p.run_until(100_000, |p| p.rx_b.len() == d.len()
+        && p.a.as_ref().unwrap().in_flight() == 0));
+    assert_eq!(p.rx_b, d);
+    let st = p.a().stats().clone();
+    assert_eq!(st.tail_loss_probes, 1, "{st:?}");
+    assert_eq!(st.timeouts, 0, "{st:?}");
+    assert_eq!(st.retransmitted_octets, 0, "{st:?}");
+}
+
+/// RFC 3042: the first two duplicate ACKs each let one new segment out beyond cwnd, so
+/// a loss in a window of three segments still brings three duplicate ACKs.
+#[test]
+fn limited_transmit_turns_a_small_window_loss_into_fast_retransmit() {
+    let cfg = Config {
+        initial_cwnd_segments: 3,
+        ..no_tlp()
+    };
+    let mut p = Pair::active_passive(36, cfg, fast_config());
+    assert!(p.established());
+    assert_eq!(p.a().cwnd(), 3 * 1448);
+    drop_data_segments(&mut p, &[1]);
+    let d = records(&mut p, Side::A, &[1448; 8]);
+    assert!(p.run_until(100_000, |p| p.rx_b.len() == d.len()
+        && p.a.as_ref().unwrap().in_flight() == 0));
+    assert_eq!(p.rx_b, d);
+    let st = p.a().stats().clone();
+    assert_eq!(st.fast_retransmits, 1, "{st:?}");
+    assert_eq!(st.timeouts, 0, "{st:?}");
 }
 
 #[test]
@@ -1457,7 +1561,7 @@ fn sequence_numbers_wrap() {
 /// state comes back (RFC 4015).
 #[test]
 fn spurious_timeout_is_detected_and_undone() {
-    let mut p = established(31);
+    let mut p = established_no_tlp(31);
     // Open cwnd a little with some traffic at the normal 10 us delay.
     let mut want = records(&mut p, Side::A, &[1000; 20]);
     assert!(p.run_until(100_000, |p| p.a.as_ref().unwrap().in_flight() == 0));
@@ -1485,7 +1589,7 @@ fn spurious_timeout_is_detected_and_undone() {
 /// the retransmission and echoes its TSval.
 #[test]
 fn lost_segment_timeout_is_not_undone() {
-    let mut p = established(32);
+    let mut p = established_no_tlp(32);
     let mut n = 0;
     p.filter = Some(Box::new(move |s| {
         if s.from == Side::A && s.len > 0 && n < 1 {

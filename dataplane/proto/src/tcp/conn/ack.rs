@@ -18,6 +18,7 @@ impl Connection {
     ) {
         let smss = self.emss as u64;
         let use_sack = self.sack_ok;
+        let una_before = self.snd_una;
         let newly_sacked = if use_sack {
             self.absorb_sack_blocks(repr)
         } else {
@@ -118,7 +119,8 @@ impl Connection {
                 && self.snd_max > self.snd_una
                 && ack_off > self.recover
                 && (self.dupacks >= 3
-                    || (newly_sacked > 0 && self.sendq.first_is_lost(una, high, smss)))
+                    || (newly_sacked > 0 && self.sendq.first_is_lost(una, high, smss))
+                    || (newly_sacked > 0 && self.early_retransmit(una, high)))
             {
                 // Enter SACK-based loss recovery (RFC 6675 section 5, steps 4.1-4.3).
                 let flight = self.snd_max - self.snd_una;
@@ -146,6 +148,13 @@ impl Connection {
                 self.persist_backoff = 0;
             }
         }
+        if self.tlp_high.is_some_and(|h| ack_off >= h) {
+            // The probe's tail is acknowledged: the next tail may be probed.
+            self.tlp_high = None;
+        }
+        if ack_off > una_before || newly_sacked > 0 {
+            self.schedule_tlp();
+        }
         if let Some(u) = spurious {
             // RFC 4015 response: no go-back-N (the originals arrived), resume with new data
             // (SND.NXT = SND.MAX) and give back the congestion state the timeout took.
@@ -156,6 +165,23 @@ impl Connection {
                 self.win.ssthresh = u.ssthresh;
             }
         }
+    }
+
+    /// RFC 5827 early retransmit (the SACK variant): with fewer than four segments
+    /// outstanding and no new segment that may go out (none queued, or cwnd or the
+    /// peer's window full), the first outstanding segment is taken as lost once every
+    /// later one is SACKed (ER_thresh = outstanding segments - 1), where waiting for
+    /// three duplicate ACKs would wait for the RTO. (A tail loss probe's SACK is what
+    /// usually completes the picture.)
+    fn early_retransmit(&self, una: u64, high: u64) -> bool {
+        let smss = self.emss as u64;
+        let flight = self.snd_max.saturating_sub(self.snd_una);
+        if flight.div_ceil(smss.max(1)) >= 4 {
+            return false;
+        }
+        let room = self.win.cwnd.min(self.snd_wnd);
+        let can_send_new = self.data_end() > self.snd_max && flight + smss <= room;
+        !can_send_new && self.sendq.only_first_missing(una, high)
     }
 
     /// Stream offsets `[SND.UNA, SND.MAX)` restricted to data (no SYN, no FIN): the range

@@ -76,6 +76,8 @@ const MODE_NEW: u8 = 0;
 const MODE_GOBACK: u8 = 1;
 const MODE_FAST: u8 = 2;
 const MODE_SACK: u8 = 3;
+/// A tail loss probe (RFC 8985 7.3): new data beyond cwnd, or the last segment again.
+const MODE_PROBE: u8 = 4;
 
 /// A planned outgoing segment.
 #[derive(Debug, Clone, Copy)]
@@ -167,6 +169,12 @@ pub struct Connection {
     /// The segment being timed: (offset its ACK must reach, time sent) (Karn's rule).
     rtt_timed: Option<(u64, u64)>,
     rtx_deadline: Option<u64>,
+    /// When a tail loss probe is due (RFC 8985 7.2, PTO).
+    tlp_deadline: Option<u64>,
+    /// The PTO fired: the next planned segment is the probe.
+    tlp_pending: bool,
+    /// SND.MAX after the probe went out, until an ACK reaches it (one probe per tail).
+    tlp_high: Option<u64>,
     retries: u32,
     persist_deadline: Option<u64>,
     /// USER TIMEOUT (RFC 9293 3.8.3, RFC 5482): when data or our FIN has waited this
@@ -268,6 +276,9 @@ impl Connection {
             rtt,
             rtt_timed: None,
             rtx_deadline: None,
+            tlp_deadline: None,
+            tlp_pending: false,
+            tlp_high: None,
             retries: 0,
             persist_deadline: None,
             progress_deadline: None,
@@ -522,6 +533,34 @@ impl Connection {
     /// `d` microseconds from now.
     fn after(&self, d: u64) -> u64 {
         self.now.saturating_add(d)
+    }
+
+    /// Schedules the probe timeout (RFC 8985 7.2) after new data went out or an ACK
+    /// brought news: PTO = 2 SRTT plus the peer's delayed-ACK time (our own
+    /// [`Config::delayed_ack`], as the worst case to allow for), when that comes before
+    /// the RTO. Only with SACK (the probe's ACK must say what arrived), in the open state
+    /// (not in recovery, no timeout backoff) and with no probe outstanding.
+    fn schedule_tlp(&mut self) {
+        self.tlp_deadline = None;
+        let open = self.sack_ok
+            && self.cfg.tail_loss_probe
+            && matches!(self.state, State::Established | State::CloseWait)
+            && !self.in_recovery
+            && !self.tlp_pending
+            && self.tlp_high.is_none()
+            && self.rtt.backoff_count() == 0
+            && self.snd_max > self.snd_una;
+        let (true, Some(srtt), Some(rto_at)) = (open, self.rtt.srtt(), self.rtx_deadline) else {
+            return;
+        };
+        let pto = srtt
+            .saturating_mul(2)
+            .saturating_add(dur_us(self.cfg.delayed_ack))
+            .max(1);
+        let at = self.after(pto);
+        if at < rto_at {
+            self.tlp_deadline = Some(at);
+        }
     }
 
     fn synchronized(&self) -> bool {

@@ -208,6 +208,18 @@ impl Connection {
                 return Some(o);
             }
         }
+        if self.tlp_pending {
+            // RFC 8985 7.3: new data if there is some and the peer's window takes it
+            // (cwnd does not count for the probe), else the last segment again.
+            if let Some(o) = self.plan_range(self.snd_max, self.data_end(), MODE_PROBE) {
+                return Some(o);
+            }
+            if let Some((a, _)) = self.sendq.record_bounds(self.snd_max.saturating_sub(2)) {
+                if let Some(o) = self.plan_range(a + 1, self.snd_max, MODE_PROBE) {
+                    return Some(o);
+                }
+            }
+        }
         if self.in_recovery && self.sack_ok && self.snd_nxt >= self.snd_max {
             // RFC 6675 NextSeg: rule 1 (lost holes), rule 2 (new data), rule 3 (other
             // holes below SACKed data), each only while cwnd - pipe allows.
@@ -281,10 +293,16 @@ impl Connection {
         }
         let flight = self.snd_nxt.saturating_sub(self.snd_una);
         let wnd_right = self.snd_una + self.snd_wnd;
-        let cwnd_right = if mode == MODE_FAST {
+        let cwnd_right = if mode == MODE_FAST || mode == MODE_PROBE {
             u64::MAX
         } else if self.in_recovery && self.sack_ok {
             start.saturating_add(self.win.cwnd.saturating_sub(self.pipe))
+        } else if mode == MODE_NEW && (1..=2).contains(&self.dupacks) {
+            // Limited transmit (RFC 3042): on each of the first two duplicate ACKs one
+            // new segment beyond cwnd, so that a loss in a small window still brings the
+            // three duplicate ACKs fast retransmit needs instead of a timeout.
+            self.snd_una
+                .saturating_add(self.win.cwnd + self.dupacks as u64 * self.emss as u64)
         } else {
             self.snd_una.saturating_add(self.win.cwnd)
         };
@@ -406,9 +424,11 @@ impl Connection {
                     repr.control = TcpControl::Psh;
                 }
                 let end = out.seq_off + out.data_len as u64 + u64::from(out.fin);
+                // New data: a probe may carry some too.
+                let fresh = mode == MODE_NEW || (mode == MODE_PROBE && out.seq_off >= self.snd_max);
                 if out.data_len > 0 {
                     let st = &mut self.stats;
-                    match (mode == MODE_NEW, out.whole) {
+                    match (fresh, out.whole) {
                         (true, true) => st.new_segments_whole += 1,
                         (true, false) => st.new_segments_split += 1,
                         (false, true) => st.rtx_segments_whole += 1,
@@ -428,13 +448,23 @@ impl Connection {
                         self.rtt_timed = None;
                         self.snd_nxt = self.snd_nxt.max(end);
                     }
+                    MODE_PROBE => {
+                        self.rtt_timed = None;
+                        self.tlp_pending = false;
+                        self.stats.tail_loss_probes += 1;
+                        self.snd_nxt = self.snd_nxt.max(end);
+                        self.snd_max = self.snd_max.max(end);
+                        self.tlp_high = Some(self.snd_max);
+                        // RFC 8985 7.3: the RTO restarts with the probe.
+                        self.rtx_deadline = Some(self.after(self.rtt.rto()));
+                    }
                     _ => {
                         self.rtt_timed = None;
                         self.fast_rtx_pending = false;
                         self.snd_nxt = self.snd_nxt.max(end);
                     }
                 }
-                if mode != MODE_NEW {
+                if !fresh {
                     self.stats.retransmitted_octets += out.data_len as u64;
                 }
                 if self.in_recovery && self.sack_ok {
@@ -443,8 +473,21 @@ impl Connection {
                     }
                     self.pipe += out.data_len as u64;
                 }
-                if self.rtx_deadline.is_none() {
+                // The timer restarts when the oldest outstanding segment is retransmitted
+                // in loss recovery (RFC 6675 section 6 leaves this to the implementer;
+                // Linux does it): its ACK can come no sooner than a round trip later,
+                // and a timer left running from before the loss, at SRTT plus a little,
+                // fired in most recoveries on a queue a round trip deep, sending the
+                // whole window again and dropping cwnd to one segment.
+                let una = self.snd_una.saturating_sub(1);
+                let head_again = matches!(mode, MODE_FAST | MODE_SACK)
+                    && out.data_start <= una
+                    && una < out.data_start + out.data_len as u64;
+                if self.rtx_deadline.is_none() || head_again {
                     self.rtx_deadline = Some(self.after(self.rtt.rto()));
+                }
+                if mode == MODE_NEW {
+                    self.schedule_tlp();
                 }
                 self.persist_force = false;
             }

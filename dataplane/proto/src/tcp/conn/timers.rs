@@ -25,6 +25,14 @@ impl Connection {
                 self.ack = AckState::Now;
             }
         }
+        if let Some(t) = self.tlp_deadline {
+            if now >= t {
+                self.tlp_deadline = None;
+                if self.snd_max > self.snd_una && !self.in_recovery && self.tlp_high.is_none() {
+                    self.tlp_pending = true;
+                }
+            }
+        }
         if let Some(t) = self.rtx_deadline {
             if now >= t {
                 self.on_rto();
@@ -46,6 +54,9 @@ impl Connection {
     /// Retransmission timeout (RFC 6298 5.4-5.6, RFC 5681 3.1, RFC 6582 section 4).
     pub(super) fn on_rto(&mut self) {
         self.rtx_deadline = None;
+        self.tlp_deadline = None;
+        self.tlp_pending = false;
+        self.tlp_high = None;
         if self.snd_una >= self.snd_max {
             return;
         }
@@ -102,6 +113,7 @@ impl Connection {
             }
         };
         take(self.rtx_deadline);
+        take(self.tlp_deadline);
         take(self.persist_deadline);
         take(self.progress_deadline);
         take(self.time_wait_deadline);
