@@ -444,64 +444,69 @@ fn bw(
     let (mut posted, mut completed) = (0u64, 0u64);
     let mut stage = vec![0u8; if o.verify { size } else { 0 }];
     let mut last_progress = Instant::now();
+    let mut batch: Vec<SendWr> = Vec::with_capacity(o.post_list);
     loop {
         let going = more(o, deadline, posted);
         if !going && completed == posted {
             break;
         }
-        // Post lists (`-l`): up to `post_list` requests per doorbell.
-        let mut batch: Vec<SendWr> = Vec::with_capacity(o.post_list);
-        while more(o, deadline, posted + batch.len() as u64)
-            && posted + (batch.len() as u64) - completed < depth as u64
-            && (!credited || c.credits > batch.len() as u64)
-        {
-            let i = posted + batch.len() as u64;
-            let slot = (i % slots as u64) as usize;
-            let off = (slot * size) as u64;
-            let op = match o.test {
-                Test::WriteBw => {
-                    if o.verify {
-                        verify::fill_lap(&mut stage, i, slots);
-                        write(&buf, off as usize, &stage)?;
+        // Post lists (`-l`): up to `post_list` requests per doorbell; as perftest does,
+        // lists are posted until the send queue is full, then completions are polled.
+        loop {
+            batch.clear();
+            while more(o, deadline, posted + batch.len() as u64)
+                && posted + (batch.len() as u64) - completed < depth as u64
+                && (!credited || c.credits > batch.len() as u64)
+            {
+                let i = posted + batch.len() as u64;
+                let slot = (i % slots as u64) as usize;
+                let off = (slot * size) as u64;
+                let op = match o.test {
+                    Test::WriteBw => {
+                        if o.verify {
+                            verify::fill_lap(&mut stage, i, slots);
+                            write(&buf, off as usize, &stage)?;
+                        }
+                        SendOp::Write {
+                            remote_stag: r.stag,
+                            remote_to: r.to + off,
+                        }
                     }
-                    SendOp::Write {
-                        remote_stag: r.stag,
-                        remote_to: r.to + off,
+                    Test::ReadBw => {
+                        let from = if o.verify {
+                            let from = verify::read_offset(i, size, region_slots);
+                            verify::poison_region(&mut stage, from);
+                            write(&buf, off as usize, &stage)?;
+                            from
+                        } else {
+                            0
+                        };
+                        SendOp::Read {
+                            remote_stag: r.stag,
+                            remote_to: r.to + from,
+                        }
                     }
+                    _ => {
+                        if o.verify {
+                            verify::fill(&mut stage, i);
+                            write(&buf, off as usize, &stage)?;
+                        }
+                        SendOp::Send
+                    }
+                };
+                batch.push(SendWr {
+                    wr_id: i,
+                    op,
+                    local: buf.sge(off, size as u32),
+                    signaled: true,
+                });
+                if batch.len() == o.post_list {
+                    break;
                 }
-                Test::ReadBw => {
-                    let from = if o.verify {
-                        let from = verify::read_offset(i, size, region_slots);
-                        verify::poison_region(&mut stage, from);
-                        write(&buf, off as usize, &stage)?;
-                        from
-                    } else {
-                        0
-                    };
-                    SendOp::Read {
-                        remote_stag: r.stag,
-                        remote_to: r.to + from,
-                    }
-                }
-                _ => {
-                    if o.verify {
-                        verify::fill(&mut stage, i);
-                        write(&buf, off as usize, &stage)?;
-                    }
-                    SendOp::Send
-                }
-            };
-            batch.push(SendWr {
-                wr_id: i,
-                op,
-                local: buf.sge(off, size as u32),
-                signaled: true,
-            });
-            if batch.len() == o.post_list {
+            }
+            if batch.is_empty() {
                 break;
             }
-        }
-        if !batch.is_empty() {
             c.ep.post_send_list(&batch)?;
             meter.post_n(start.elapsed(), batch.len());
             posted += batch.len() as u64;
