@@ -290,8 +290,10 @@ impl Server {
         let mut i = 0;
         while i < self.sessions.len() {
             let s = &mut self.sessions[i];
-            let dev = s.dev.clone();
-            match s.step(&dev) {
+            // The device by reference: a clone of its Arc per session and step was a
+            // locked add and subtract each time.
+            let dev = &self.listeners[s.listener].0;
+            match s.step(dev) {
                 Ok(Turn::Busy) => {
                     work += 1;
                     i += 1;
@@ -372,7 +374,7 @@ impl Server {
             return Admission::Rejected(why);
         }
         let (dev, listener) = &self.listeners[li];
-        match Session::start(dev, listener, req, hello, need) {
+        match Session::start(li, dev, listener, req, hello, need) {
             Ok(s) => {
                 self.admissions += 1;
                 self.used += need;
@@ -478,8 +480,9 @@ enum Phase {
 
 /// One client's session (see the module docs).
 struct Session {
-    /// The device its connection is on.
-    dev: Device,
+    /// The index of its listener in [`Server::listeners`], whose device its connection
+    /// is on.
+    listener: usize,
     ep: Endpoint,
     peer: SocketAddrV4,
     hello: Hello,
@@ -513,6 +516,7 @@ struct Session {
 
 impl Session {
     fn start(
+        li: usize,
         dev: &Device,
         listener: &Listener,
         req: ConnRequest,
@@ -556,7 +560,7 @@ impl Session {
         }
         let peer = SocketAddrV4::new(req.tuple.remote_addr, req.tuple.remote_port);
         let mut s = Session {
-            dev: dev.clone(),
+            listener: li,
             ep,
             peer,
             memory,
