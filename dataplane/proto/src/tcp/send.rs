@@ -92,7 +92,7 @@ pub(crate) struct Plan {
 }
 
 /// Records not yet fully acknowledged, in stream order.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone)]
 pub(crate) struct SendQueue {
     recs: VecDeque<Record>,
     /// Stream offset after the last queued octet.
@@ -108,15 +108,47 @@ pub(crate) struct SendQueue {
     /// Buffers of acknowledged records no port refers to any more, for
     /// [`SendQueue::take_buffer`].
     spare: Vec<Vec<u8>>,
+    /// The capacity of the spare buffers, octets.
+    spare_octets: usize,
+    /// Most octets of capacity the spare buffers may hold ([`SendQueue::with_spare_limit`];
+    /// [`SPARE_OCTETS`] by default).
+    spare_limit: usize,
     /// Empty `Arc`s of acknowledged shared records, to share records in without an
     /// allocation.
     shells: Vec<SharedRecord>,
 }
 
 /// Most buffers (and `Arc` shells) of acknowledged records kept for reuse.
-const SPARE_BUFFERS: usize = 64;
+const SPARE_BUFFERS: usize = 4096;
+/// Most octets of capacity the spare buffers hold by default.
+const SPARE_OCTETS: usize = 128 << 10;
+
+impl Default for SendQueue {
+    fn default() -> Self {
+        SendQueue::with_spare_limit(SPARE_OCTETS)
+    }
+}
 
 impl SendQueue {
+    /// An empty queue whose spare buffers hold at most `octets` of capacity (and at most
+    /// [`SPARE_BUFFERS`] buffers). A connection gives its send buffer size, so that a
+    /// window of records, small or large, is built again without an allocation (buffers
+    /// are reserved for a whole MULPDU, so small records hold more capacity than
+    /// octets); an idle connection gives them back ([`SendQueue::shrink`]).
+    pub fn with_spare_limit(octets: usize) -> Self {
+        SendQueue {
+            recs: VecDeque::new(),
+            end: 0,
+            bytes: 0,
+            popped: 0,
+            hint: Cell::new(0),
+            spare: Vec::new(),
+            spare_octets: 0,
+            spare_limit: octets,
+            shells: Vec::new(),
+        }
+    }
+
     /// Stream offset one past the last octet queued.
     pub fn end(&self) -> u64 {
         self.end
@@ -181,14 +213,21 @@ impl SendQueue {
         while let Some(r) = self.recs.front() {
             if r.end() <= off {
                 self.bytes -= r.len();
+                let room = self.spare.len() < SPARE_BUFFERS;
                 match self.recs.pop_front().map(|r| r.data) {
-                    Some(RecordBuf::Owned(v)) if self.spare.len() < SPARE_BUFFERS => {
+                    Some(RecordBuf::Owned(v))
+                        if room && self.spare_octets + v.capacity() <= self.spare_limit =>
+                    {
+                        self.spare_octets += v.capacity();
                         self.spare.push(v);
                     }
-                    Some(RecordBuf::Shared(mut a)) if self.spare.len() < SPARE_BUFFERS => {
+                    Some(RecordBuf::Shared(mut a)) if room => {
                         if let Some(v) = Arc::get_mut(&mut a) {
-                            self.spare.push(std::mem::take(v));
-                            self.shells.push(a);
+                            if self.spare_octets + v.capacity() <= self.spare_limit {
+                                self.spare_octets += v.capacity();
+                                self.spare.push(std::mem::take(v));
+                                self.shells.push(a);
+                            }
                         }
                     }
                     _ => {}
@@ -203,6 +242,7 @@ impl SendQueue {
     /// Frees the spare buffers, and the record queue's memory when it is empty.
     pub fn shrink(&mut self) {
         self.spare = Vec::new();
+        self.spare_octets = 0;
         self.shells = Vec::new();
         if self.recs.is_empty() {
             self.recs = VecDeque::new();
@@ -213,6 +253,7 @@ impl SendQueue {
     /// kept, so records of one size need no allocation) or a new one.
     pub fn take_buffer(&mut self) -> Vec<u8> {
         let mut b = self.spare.pop().unwrap_or_default();
+        self.spare_octets = self.spare_octets.saturating_sub(b.capacity());
         b.clear();
         b
     }

@@ -252,7 +252,7 @@ impl Connection {
             snd_wl1: TcpSeqNumber(0),
             snd_wl2: TcpSeqNumber(0),
             snd_wscale: 0,
-            sendq: SendQueue::default(),
+            sendq: SendQueue::with_spare_limit(cfg.send_buffer),
             fin_queued: false,
             irs: TcpSeqNumber(0),
             rcv_nxt: 0,
