@@ -63,8 +63,9 @@
 //!   segments out and nothing new to send, recovery starts once all but the first are
 //!   SACKed.
 //! * RFC 8985 section 7 tail loss probes on SACK connections ([`Config::tail_loss_probe`]):
-//!   PTO = 2 SRTT + [`Config::delayed_ack`]; the probe is new data (cwnd aside) or the
-//!   last segment; one per tail; the RTO restarts with it. RACK's time-based loss
+//!   PTO = 2 SRTT + [`Config::delayed_ack`], no later than the RTO would fire (then the
+//!   probe goes in its place); the probe is new data (cwnd aside) or the last segment;
+//!   one per tail; the RTO restarts with it. RACK's time-based loss
 //!   detection is not done: recovery still starts from duplicate ACKs or IsLost.
 //! * RFC 5044 section 5.3 (draft section 5.3), MPA-aware TCP: see below.
 //!
@@ -223,8 +224,8 @@ pub struct Config {
     /// Offer SACK (RFC 2018): SACK-permitted and SACK blocks in ACKs.
     pub sack: bool,
     /// Tail loss probes (RFC 8985 section 7) on SACK connections: when no ACK has come
-    /// for 2 SRTT plus [`Config::delayed_ack`] (and that is sooner than the RTO), one
-    /// segment goes out (new data beyond cwnd if the peer's window takes it, else the
+    /// for 2 SRTT plus [`Config::delayed_ack`] (or, if that is later, when the RTO would
+    /// fire, in its place), one segment goes out (new data beyond cwnd if the peer's window takes it, else the
     /// last segment again) so that the loss of the last segments of a flight, which
     /// brings too few duplicate ACKs for fast retransmit, is repaired by SACK recovery
     /// instead of a timeout that drops cwnd to one segment.

@@ -537,9 +537,10 @@ impl Connection {
 
     /// Schedules the probe timeout (RFC 8985 7.2) after new data went out or an ACK
     /// brought news: PTO = 2 SRTT plus the peer's delayed-ACK time (our own
-    /// [`Config::delayed_ack`], as the worst case to allow for), when that comes before
-    /// the RTO. Only with SACK (the probe's ACK must say what arrived), in the open state
-    /// (not in recovery, no timeout backoff) and with no probe outstanding.
+    /// [`Config::delayed_ack`], as the worst case to allow for), and no later than the
+    /// RTO would fire (the probe then goes in the timeout's place, and the RTO is pushed
+    /// back by one RTO). Only with SACK (the probe's ACK must say what arrived), in the
+    /// open state (not in recovery, no timeout backoff) and with no probe outstanding.
     fn schedule_tlp(&mut self) {
         self.tlp_deadline = None;
         let open = self.sack_ok
@@ -557,10 +558,7 @@ impl Connection {
             .saturating_mul(2)
             .saturating_add(dur_us(self.cfg.delayed_ack))
             .max(1);
-        let at = self.after(pto);
-        if at < rto_at {
-            self.tlp_deadline = Some(at);
-        }
+        self.tlp_deadline = Some(self.after(pto).min(rto_at));
     }
 
     fn synchronized(&self) -> bool {

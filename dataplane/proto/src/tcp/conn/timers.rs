@@ -30,6 +30,9 @@ impl Connection {
                 self.tlp_deadline = None;
                 if self.snd_max > self.snd_una && !self.in_recovery && self.tlp_high.is_none() {
                     self.tlp_pending = true;
+                    // The probe goes first; the RTO waits one more RTO from now (it is
+                    // set again as the probe goes out).
+                    self.rtx_deadline = Some(self.after(self.rtt.rto()));
                 }
             }
         }
