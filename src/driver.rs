@@ -264,7 +264,9 @@ impl<C: BorrowMut<Core>> Endpoint<C> {
     /// Posts `wrs` as post lists (one doorbell per call of the QP), polling the core (not
     /// the CQ) while the send queue is full.
     pub fn post_send_list(&mut self, mut wrs: &[SendWr]) -> Result<(), DriverError> {
-        let end = Instant::now() + self.stall;
+        // The clock is read only once the queue is found full (a reading per post was a
+        // tenth of an 8-octet send-bw's posting thread).
+        let mut end: Option<Instant> = None;
         while !wrs.is_empty() {
             match self.qp.post_send_list(wrs) {
                 Ok(n) => wrs = &wrs[n..],
@@ -272,7 +274,8 @@ impl<C: BorrowMut<Core>> Endpoint<C> {
                     if let Some(c) = self.core.as_mut() {
                         c.borrow_mut().poll();
                     }
-                    if Instant::now() > end {
+                    let now = Instant::now();
+                    if now > *end.get_or_insert(now + self.stall) {
                         return Err(DriverError::Stalled("posting a send", self.stall));
                     }
                 }
