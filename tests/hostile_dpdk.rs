@@ -94,16 +94,17 @@ mod dpdk {
         if !can_run() {
             return;
         }
-        if std::process::Command::new("python3")
-            .arg("-V")
-            .output()
-            .is_err()
-        {
-            if std::env::var("CI").is_ok_and(|v| v == "true") {
-                panic!("python3 is needed for the attacker");
+        for (tool, flag, why) in [
+            ("python3", "-V", "for the attacker"),
+            ("nft", "-v", "to keep the SYN flood's source silent"),
+        ] {
+            if std::process::Command::new(tool).arg(flag).output().is_err() {
+                if std::env::var("CI").is_ok_and(|v| v == "true") {
+                    panic!("{tool} is needed {why} (scripts/test.sh installs it)");
+                }
+                eprintln!("skipped: no {tool} ({why})");
+                return;
             }
-            eprintln!("skipped: no python3");
-            return;
         }
         let ns = Netns::new("hostile");
         ns.ip(&["link", "add", "hbr", "type", "bridge"]);

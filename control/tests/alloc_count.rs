@@ -128,8 +128,10 @@ fn a_stream_of_writes_allocates_nothing_per_message() {
     for (len, n) in [(8usize, 20_000u64), (4096, 5_000)] {
         let allocs = stream(&mut env, &conn, len, n, 128);
         eprintln!("{n} writes of {len} octets: {allocs} allocations");
+        // A handful for the whole run at most (0 when measured): one per message, per
+        // segment or per FPDU would be thousands.
         assert!(
-            allocs * 100 < n,
+            allocs <= 16,
             "{allocs} allocations for {n} writes of {len} octets: the fast path allocates per message"
         );
     }

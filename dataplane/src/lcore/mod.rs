@@ -421,6 +421,8 @@ impl Core {
             Some(k) => IsnGenerator::with_key(k),
             None => IsnGenerator::random(),
         };
+        // A port that fills TCP checksums has no use for the records' sums.
+        cfg.tcp.record_sums = !port.checksum_offload().tx_ipv4_tcp;
         cfg.tcp.user_timeout = Some(smoltcp::time::Duration::from_micros(dur_us(
             cfg.limits.user_timeout,
         )));

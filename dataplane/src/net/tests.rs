@@ -623,7 +623,8 @@ fn resolved_with(wire: WireConfig) -> Pair {
 
 #[test]
 fn zero_copy_frames_are_the_same_segments_with_or_without_checksum_offload() {
-    for offload in [false, true] {
+    // With or without the payload's sum known beforehand (from the records' sums).
+    for (offload, known_sum) in [(false, false), (false, true), (true, false), (true, true)] {
         let wire = WireConfig::default()
             .with_zero_copy(true)
             .with_checksum_offload(offload);
@@ -638,7 +639,8 @@ fn zero_copy_frames_are_the_same_segments_with_or_without_checksum_offload() {
             offset,
             len,
         };
-        p.a.send_tcp_record(t(3), &mut p.pa, &tuple(), &repr, Some(payload), None)
+        let sum = known_sum.then(|| wire::tcp::checksum::data(repr.payload));
+        p.a.send_tcp_record(t(3), &mut p.pa, &tuple(), &repr, Some(payload), sum)
             .unwrap();
         p.pa.flush();
         assert_eq!(
@@ -689,7 +691,9 @@ fn small_or_odd_payloads_and_missing_records_are_copied() {
             offset,
             len,
         });
-        p.a.send_tcp_record(t(3), &mut p.pa, &tuple(), &repr, payload, None)
+        // The copied frame's checksum from the payload's known sum.
+        let sum = Some(wire::tcp::checksum::data(repr.payload));
+        p.a.send_tcp_record(t(3), &mut p.pa, &tuple(), &repr, payload, sum)
             .unwrap();
         let got = frames(&mut p.pa, &mut p.pb);
         match rx(&mut p.b, t(3), &got[0], &mut p.pb) {

@@ -230,6 +230,11 @@ pub struct Config {
     /// brings too few duplicate ACKs for fast retransmit, is repaired by SACK recovery
     /// instead of a timeout that drops cwnd to one segment.
     pub tail_loss_probe: bool,
+    /// Take each queued record's one's complement sum as it is queued, so that a segment
+    /// of whole records gets its TCP checksum without its payload being read again
+    /// (the third argument of [`Connection::poll_transmit_records`]). Off for a port
+    /// that fills TCP checksums itself: the sums would go unused.
+    pub record_sums: bool,
     /// RTO before any RTT sample (RFC 6298 2.1; 1 s).
     pub rto_initial: Duration,
     /// RTO floor (RFC 6298 2.4 says 1 s; data centres and the in-memory link use far less).
@@ -285,6 +290,7 @@ impl Default for Config {
             timestamps: true,
             sack: true,
             tail_loss_probe: true,
+            record_sums: true,
             rto_initial: Duration::from_secs(1),
             rto_min: Duration::from_millis(200),
             rto_max: Duration::from_secs(60),

@@ -110,9 +110,10 @@ pub(crate) struct SendQueue {
     spare: Vec<Vec<u8>>,
     /// The capacity of the spare buffers, octets.
     spare_octets: usize,
-    /// Most octets of capacity the spare buffers may hold ([`SendQueue::with_spare_limit`];
-    /// [`SPARE_OCTETS`] by default).
+    /// Most octets of capacity the spare buffers may hold ([`SendQueue::new`]).
     spare_limit: usize,
+    /// Whether records' sums are taken as they are queued ([`SendQueue::payload_sum`]).
+    sums: bool,
     /// Empty `Arc`s of acknowledged shared records, to share records in without an
     /// allocation.
     shells: Vec<SharedRecord>,
@@ -120,22 +121,16 @@ pub(crate) struct SendQueue {
 
 /// Most buffers (and `Arc` shells) of acknowledged records kept for reuse.
 const SPARE_BUFFERS: usize = 4096;
-/// Most octets of capacity the spare buffers hold by default.
-const SPARE_OCTETS: usize = 128 << 10;
-
-impl Default for SendQueue {
-    fn default() -> Self {
-        SendQueue::with_spare_limit(SPARE_OCTETS)
-    }
-}
 
 impl SendQueue {
-    /// An empty queue whose spare buffers hold at most `octets` of capacity (and at most
-    /// [`SPARE_BUFFERS`] buffers). A connection gives its send buffer size, so that a
-    /// window of records, small or large, is built again without an allocation (buffers
-    /// are reserved for a whole MULPDU, so small records hold more capacity than
-    /// octets); an idle connection gives them back ([`SendQueue::shrink`]).
-    pub fn with_spare_limit(octets: usize) -> Self {
+    /// An empty queue whose spare buffers hold at most `spare_limit` octets of capacity
+    /// (and at most [`SPARE_BUFFERS`] buffers). A connection gives its send buffer size,
+    /// so that a window of records, small or large, is built again without an
+    /// allocation (buffers are reserved for a whole MULPDU, so small records hold more
+    /// capacity than octets); an idle connection gives them back
+    /// ([`SendQueue::shrink`]). With `sums`, each record's one's complement sum is taken
+    /// as it is queued ([`SendQueue::payload_sum`]).
+    pub fn new(spare_limit: usize, sums: bool) -> Self {
         SendQueue {
             recs: VecDeque::new(),
             end: 0,
@@ -144,7 +139,8 @@ impl SendQueue {
             hint: Cell::new(0),
             spare: Vec::new(),
             spare_octets: 0,
-            spare_limit: octets,
+            spare_limit,
+            sums,
             shells: Vec::new(),
         }
     }
@@ -172,7 +168,11 @@ impl SendQueue {
         let off = self.end;
         self.end += data.len() as u64;
         self.bytes += data.len();
-        let sum = wire::tcp::checksum::data(&data);
+        let sum = if self.sums {
+            wire::tcp::checksum::data(&data)
+        } else {
+            0
+        };
         self.recs.push_back(Record {
             off,
             end: self.end,
@@ -185,9 +185,12 @@ impl SendQueue {
 
     /// The one's complement sum (as `wire::tcp::checksum::data` gives it) of stream
     /// octets `start .. start + len` when they are whole records, from the sums taken as
-    /// the records were queued; `None` when the range starts or ends inside a record or
-    /// reaches octets not held.
+    /// the records were queued; `None` when sums are not taken, or the range starts or
+    /// ends inside a record or reaches octets not held.
     pub fn payload_sum(&self, start: u64, len: usize) -> Option<u16> {
+        if !self.sums {
+            return None;
+        }
         let end = start.checked_add(len as u64)?;
         let mut i = self.find(start)?;
         if self.recs[i].off != start {
@@ -624,7 +627,7 @@ mod tests {
             count in 1usize..12,
             acked in 0usize..4,
         ) {
-            let mut sq = SendQueue::default();
+            let mut sq = SendQueue::new(1 << 20, true);
             for r in &recs {
                 sq.push(r.clone());
             }
@@ -655,7 +658,7 @@ mod tests {
     }
 
     fn q(sizes: &[usize]) -> SendQueue {
-        let mut q = SendQueue::default();
+        let mut q = SendQueue::new(1 << 20, true);
         for (n, &s) in sizes.iter().enumerate() {
             q.push(vec![n as u8; s]);
         }
@@ -767,9 +770,52 @@ mod tests {
         assert_eq!(q.plan(9, 10, 100).len, 0);
     }
 
+    /// Acknowledged buffers are kept up to the spare limit of capacity, no further; the
+    /// ones kept are handed out again.
+    #[test]
+    fn spare_buffers_stay_within_their_limit() {
+        let mut q = SendQueue::new(10 * 1000, true);
+        for n in 0..50u8 {
+            let mut b = Vec::with_capacity(1000);
+            b.extend_from_slice(&[n; 8]);
+            q.push(b);
+        }
+        q.ack_to(50 * 8);
+        assert_eq!(
+            q.spare.len(),
+            10,
+            "ten buffers of 1000 fit a limit of 10,000"
+        );
+        assert!(q.spare_octets <= 10 * 1000);
+        for _ in 0..10 {
+            assert!(q.take_buffer().capacity() >= 1000, "a kept buffer");
+        }
+        assert_eq!(q.spare_octets, 0);
+        assert_eq!(q.take_buffer().capacity(), 0, "none left");
+        // With no room at all, nothing is kept.
+        let mut q = SendQueue::new(0, true);
+        q.push(vec![1; 8]);
+        q.ack_to(8);
+        assert!(q.spare.is_empty());
+    }
+
+    /// Without sums, no segment gets one (its checksum is computed over its octets).
+    #[test]
+    fn no_payload_sums_when_not_taken() {
+        let mut q = SendQueue::new(1 << 20, false);
+        q.push(vec![1; 8]);
+        q.push(vec![2; 8]);
+        assert_eq!(q.payload_sum(0, 16), None);
+        let mut q = SendQueue::new(1 << 20, true);
+        q.push(vec![1; 8]);
+        q.push(vec![2; 8]);
+        let all: Vec<u8> = [[1u8; 8], [2u8; 8]].concat();
+        assert_eq!(q.payload_sum(0, 16), Some(wire::tcp::checksum::data(&all)));
+    }
+
     #[test]
     fn a_record_a_port_still_holds_is_not_reused() {
-        let mut q = SendQueue::default();
+        let mut q = SendQueue::new(1 << 20, true);
         q.push(vec![7; 100]);
         q.push(vec![8; 100]);
         // A port keeps a reference to the first record (a frame not yet sent by its
@@ -803,7 +849,7 @@ mod tests {
 
     #[test]
     fn steady_shared_records_reuse_buffers_and_shells() {
-        let mut q = SendQueue::default();
+        let mut q = SendQueue::new(1 << 20, true);
         let mut b = q.take_buffer();
         b.extend_from_slice(&[1; 64]);
         q.push(b);

@@ -32,6 +32,15 @@ fn no_tlp() -> Config {
     }
 }
 
+/// Runs until B has all of `d` and A nothing in flight; checks B's octets and returns
+/// A's statistics.
+fn all_delivered(p: &mut Pair, d: &[u8]) -> Stats {
+    assert!(p.run_until(100_000, |p| p.rx_b.len() == d.len()
+        && p.a.as_ref().unwrap().in_flight() == 0));
+    assert_eq!(p.rx_b, d);
+    p.a().stats().clone()
+}
+
 /// An established pair whose A sends no tail loss probes.
 fn established_no_tlp(seed: u64) -> Pair {
     let mut p = Pair::active_passive(seed, no_tlp(), fast_config());
@@ -1230,10 +1239,7 @@ fn tail_loss_probe_repairs_a_lost_last_segment() {
         drop_data_segments(&mut p, &[4]);
         let start = p.now;
         let d = records(&mut p, Side::A, &[1448; 4]);
-        assert!(p.run_until(100_000, |p| p.rx_b.len() == d.len()
-            && p.a.as_ref().unwrap().in_flight() == 0));
-        assert_eq!(p.rx_b, d);
-        let st = p.a().stats().clone();
+        let st = all_delivered(&mut p, &d);
         assert_eq!(st.tail_loss_probes, probes, "{st:?}");
         assert_eq!(st.timeouts, timeouts, "{st:?}");
         if probes > 0 {
@@ -1269,10 +1275,7 @@ fn tail_loss_probe_sends_new_data_when_cwnd_holds_it_back() {
     let d = records(&mut p, Side::A, &[1448; 12]);
     p.transmit();
     assert_eq!(p.a().in_flight(), 10 * 1448, "cwnd-limited (10 segments)");
-    assert!(p.run_until(100_000, |p| p.rx_b.len() == d.len()
-        && p.a.as_ref().unwrap().in_flight() == 0));
-    assert_eq!(p.rx_b, d);
-    let st = p.a().stats().clone();
+    let st = all_delivered(&mut p, &d);
     assert_eq!(st.tail_loss_probes, 1, "{st:?}");
     assert_eq!(st.timeouts, 0, "{st:?}");
     assert_eq!(st.retransmitted_octets, 0, "{st:?}");
@@ -1291,10 +1294,7 @@ fn limited_transmit_turns_a_small_window_loss_into_fast_retransmit() {
     assert_eq!(p.a().cwnd(), 3 * 1448);
     drop_data_segments(&mut p, &[1]);
     let d = records(&mut p, Side::A, &[1448; 8]);
-    assert!(p.run_until(100_000, |p| p.rx_b.len() == d.len()
-        && p.a.as_ref().unwrap().in_flight() == 0));
-    assert_eq!(p.rx_b, d);
-    let st = p.a().stats().clone();
+    let st = all_delivered(&mut p, &d);
     assert_eq!(st.fast_retransmits, 1, "{st:?}");
     assert_eq!(st.timeouts, 0, "{st:?}");
 }
@@ -1666,6 +1666,32 @@ fn records_are_offered_for_zero_copy_only_when_asked() {
         "{n} {}",
         resent.len()
     );
+}
+
+/// [`Config::record_sums`] off (a port that fills TCP checksums): no segment comes with
+/// a payload sum; on, every segment of whole records does, and it is the payload's.
+#[test]
+fn payload_sums_come_only_when_taken() {
+    for sums in [true, false] {
+        let cfg = Config {
+            record_sums: sums,
+            ..fast_config()
+        };
+        let mut p = Pair::active_passive(62, cfg, fast_config());
+        assert!(p.established());
+        records(&mut p, Side::A, &[1000, 30, 30, 1448]);
+        let now = p.instant();
+        let mut segments = 0;
+        p.a().poll_transmit_records(now, 8, false, |repr, _, sum| {
+            if repr.payload.is_empty() {
+                return;
+            }
+            segments += 1;
+            let want = sums.then(|| wire::tcp::checksum::data(repr.payload));
+            assert_eq!(sum, want, "record_sums {sums}");
+        });
+        assert!(segments >= 2, "{segments} segments");
+    }
 }
 
 #[test]

@@ -118,18 +118,7 @@ pub fn fill_tcp(src: Ipv4Address, dst: Ipv4Address, segment: &mut [u8]) {
 /// Writes the checksum of the TCP segment made of `header` (TCP header and options, an
 /// even number of octets) followed by `payload` into the header's field.
 pub fn fill_tcp_parts(src: Ipv4Address, dst: Ipv4Address, header: &mut [u8], payload: &[u8]) {
-    if header.len() < 20 {
-        return;
-    }
-    header[16] = 0;
-    header[17] = 0;
-    // The payload starts at an even offset, so its words line up with the header's and
-    // the two sums add.
-    debug_assert!(header.len() % 2 == 0);
-    let s = pseudo_header(src, dst, header.len() + payload.len())
-        + u64::from(data(header))
-        + u64::from(data(payload));
-    header[16..18].copy_from_slice(&(!fold(s)).to_be_bytes());
+    fill_tcp_parts_with_sum(src, dst, header, payload.len(), data(payload));
 }
 
 /// [`fill_tcp_parts`] for a payload of `payload_len` octets whose sum (as [`data`]
@@ -146,6 +135,8 @@ pub fn fill_tcp_parts_with_sum(
     }
     header[16] = 0;
     header[17] = 0;
+    // The payload starts at an even offset, so its words line up with the header's and
+    // the two sums add.
     debug_assert!(header.len() % 2 == 0);
     let s = pseudo_header(src, dst, header.len() + payload_len)
         + u64::from(data(header))

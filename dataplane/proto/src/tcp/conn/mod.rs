@@ -252,7 +252,7 @@ impl Connection {
             snd_wl1: TcpSeqNumber(0),
             snd_wl2: TcpSeqNumber(0),
             snd_wscale: 0,
-            sendq: SendQueue::with_spare_limit(cfg.send_buffer),
+            sendq: SendQueue::new(cfg.send_buffer, cfg.record_sums),
             fin_queued: false,
             irs: TcpSeqNumber(0),
             rcv_nxt: 0,
