@@ -529,7 +529,7 @@ fn poll_loop(
             core.poll();
         }
         rounds += 1;
-        if rounds % SNAPSHOT_EVERY == 0 {
+        if rounds.is_multiple_of(SNAPSHOT_EVERY) {
             for ((core, snap, quiesce), seen) in cores.iter().zip(seen.iter_mut()) {
                 let q = quiesce.load(Ordering::Acquire);
                 if q != *seen {

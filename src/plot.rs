@@ -321,9 +321,9 @@ pub fn over_time(
 /// `4096` as `4K`, `8388608` as `8M`.
 pub fn human_size(x: f64) -> String {
     let v = x.round() as u64;
-    if v >= 1 << 20 && v % (1 << 20) == 0 {
+    if v >= 1 << 20 && v.is_multiple_of(1 << 20) {
         format!("{}M", v >> 20)
-    } else if v >= 1 << 10 && v % (1 << 10) == 0 {
+    } else if v >= 1 << 10 && v.is_multiple_of(1 << 10) {
         format!("{}K", v >> 10)
     } else {
         v.to_string()

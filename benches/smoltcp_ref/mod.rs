@@ -504,7 +504,7 @@ impl Watchdog {
 
     fn check(&mut self, what: &str) {
         self.calls = self.calls.wrapping_add(1);
-        if self.calls % 4096 == 0 {
+        if self.calls.is_multiple_of(4096) {
             assert!(
                 Instant::now() < self.deadline,
                 "smoltcp reference: {what} did not finish in time"

@@ -163,9 +163,9 @@ impl From<Millis> for Duration {
 impl fmt::Display for Millis {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let us = self.0.as_micros();
-        if us % 1_000_000 == 0 {
+        if us.is_multiple_of(1_000_000) {
             write!(f, "{}s", us / 1_000_000)
-        } else if us % 1000 == 0 {
+        } else if us.is_multiple_of(1000) {
             write!(f, "{}ms", us / 1000)
         } else {
             write!(f, "{us}us")
@@ -242,7 +242,7 @@ impl FromStr for HexBytes {
                 char::from(*bad)
             ));
         }
-        if digits.len() % 2 != 0 {
+        if !digits.len().is_multiple_of(2) {
             return Err(format!(
                 "invalid hex string {s:?}: odd number of hex digits"
             ));

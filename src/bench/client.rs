@@ -528,7 +528,7 @@ fn bw(
         } else {
             0
         };
-        let stepped = if quiet_rounds == 0 || quiet_rounds % 64 == 0 {
+        let stepped = if quiet_rounds == 0 || quiet_rounds.is_multiple_of(64) {
             Instant::now()
         } else {
             posting

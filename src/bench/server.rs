@@ -448,7 +448,7 @@ impl Server {
             // Sessions watch their own stalls; without any, look at the clock now and
             // then.
             turns += 1;
-            if turns % 1024 == 0 {
+            if turns.is_multiple_of(1024) {
                 if !self.sessions.is_empty() {
                     last = Instant::now();
                 } else if idle.is_some_and(|d| last.elapsed() > d) {

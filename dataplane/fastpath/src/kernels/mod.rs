@@ -1,0 +1,410 @@
+//! One pass over a run of octets that copies it (optionally), advances a CRC32c and takes
+//! its RFC 1071 one's complement sum, with the kernel chosen at run time for the CPU.
+//!
+//! The MPA CRC (RFC 5044) and the TCP checksum cover the same payload octets that the
+//! dataplane copies between the wire and registered memory; doing all three in one pass
+//! reads each octet once. The technique is that of Abseil's `crc_memcpy` and zlib-ng's
+//! `crc32_fold_copy`: carry-less-multiply folding, with the loads of the copy feeding the
+//! folds and the sum.
+//!
+//! # Conventions
+//!
+//! * The CRC is CRC32c (Castagnoli: reflected polynomial `0x82F63B78`, initial value and
+//!   final XOR all ones). A `crc` argument and result is the *finished* value, so `0` is the
+//!   CRC of the empty prefix and calls chain:
+//!   `crc32c_append(crc32c_append(0, a), b)` is the CRC of `a` followed by `b`.
+//! * The sum (a `u64`) is an unfolded one's complement partial sum of the run read as
+//!   little-endian 16-bit words from its first octet; [`fold_sum`] turns it into the RFC
+//!   1071 sum in network byte order. Sums of two runs add when the first has even length
+//!   (callers handle odd joins). A sum returned is always below `2^33`, so adding up to
+//!   `2^31` of them cannot overflow a `u64`.
+//! * Source and destination may have any alignment and any length, 0 included.
+//! * Each source octet is read exactly once, and the value read is the one stored, folded
+//!   into the CRC and added to the sum: the three agree even when another thread writes the
+//!   source meanwhile (registered memory).
+//!
+//! # Kernels
+//!
+//! [`Kernel::best`] picks, once per process, the first of these the CPU runs:
+//!
+//! * [`Kernel::Vpclmul`] (AVX2, VPCLMULQDQ, PCLMULQDQ, SSE4.2): four 256-bit accumulators
+//!   folded with `VPCLMULQDQ` (eight independent 128-bit folds, 128 octets per round), the
+//!   sum in AVX2 64-bit lanes, the copy stored from the same loads. For the CRC alone, runs
+//!   of a few KiB and more also keep three `crc32` instruction streams going beside the
+//!   folds (the two units work in parallel), recombined by carry-less multiplies.
+//! * [`Kernel::Pclmul`] (PCLMULQDQ, SSE4.1, SSE4.2): the same with eight 128-bit
+//!   accumulators and SSE2.
+//! * [`Kernel::Sse42`] (SSE4.2): the `crc32` instruction, in three interleaved streams
+//!   recombined by a carry-less multiply when PCLMULQDQ is there, else in one stream;
+//!   scalar sum.
+//! * [`Kernel::Portable`]: slicing-by-8 tables (built by a `const fn`), a scalar sum and a
+//!   plain copy; every target, and the only kernel under Miri.
+//!
+//! The folded kernels finish by folding their accumulators into one 128-bit remainder and
+//! running it, and the octets left over, through the `crc32` instruction. Their multipliers
+//! are powers of `x` modulo the polynomial computed at compile time (`consts`), and tested
+//! against a bitwise CRC.
+//!
+//! There is no AVX-512 kernel and no aarch64 SIMD kernel (PMULL, CRC32C instructions):
+//! neither can be built and run on the machines this crate is tested on, and untested
+//! kernels are not shipped. On aarch64 and every other target the portable kernel runs.
+
+#![warn(unsafe_op_in_unsafe_fn, clippy::undocumented_unsafe_blocks)]
+
+mod consts;
+mod portable;
+mod sum;
+#[cfg(test)]
+mod tests;
+// VPCLMULQDQ's target feature and intrinsics are stable since Rust 1.89 (which crc-fast,
+// a dependency of the workspace, needs as well).
+#[cfg(target_arch = "x86_64")]
+#[clippy::msrv = "1.89"]
+mod x86;
+
+use std::sync::atomic::{AtomicU8, Ordering};
+
+/// Which kernel a call runs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Kernel {
+    /// 256-bit carry-less folding (AVX2, VPCLMULQDQ, PCLMULQDQ, SSE4.2), x86-64.
+    Vpclmul,
+    /// 128-bit carry-less folding (PCLMULQDQ, SSE4.1, SSE4.2), x86-64.
+    Pclmul,
+    /// The `crc32` instruction (SSE4.2), x86-64.
+    Sse42,
+    /// Table-driven, on every target.
+    Portable,
+}
+
+/// Feature bits, detected once (bit 7 says detection ran).
+const F_DETECTED: u8 = 0x80;
+const F_VPCLMUL: u8 = 1;
+const F_PCLMUL: u8 = 2;
+const F_SSE42: u8 = 4;
+/// PCLMULQDQ alongside SSE4.2: the three-stream form of [`Kernel::Sse42`].
+#[cfg(target_arch = "x86_64")]
+const F_SSE42_CLMUL: u8 = 8;
+
+/// The CPU's features, as the kernels need them (detected on first use).
+#[inline]
+fn features() -> u8 {
+    static FEATURES: AtomicU8 = AtomicU8::new(0);
+    let f = FEATURES.load(Ordering::Relaxed);
+    if f != 0 {
+        return f;
+    }
+    let f = detect() | F_DETECTED;
+    FEATURES.store(f, Ordering::Relaxed);
+    f
+}
+
+#[cold]
+fn detect() -> u8 {
+    #[cfg(all(target_arch = "x86_64", not(miri)))]
+    {
+        use std::arch::is_x86_feature_detected as has;
+        let mut f = 0;
+        if has!("sse4.2") {
+            f |= F_SSE42;
+            if has!("pclmulqdq") {
+                f |= F_SSE42_CLMUL;
+                if has!("sse4.1") {
+                    f |= F_PCLMUL;
+                    if has!("avx2") && has!("vpclmulqdq") {
+                        f |= F_VPCLMUL;
+                    }
+                }
+            }
+        }
+        f
+    }
+    #[cfg(not(all(target_arch = "x86_64", not(miri))))]
+    {
+        0
+    }
+}
+
+/// The longest run one kernel call takes; longer runs go in pieces of this (even) size, so
+/// the kernels' sum lanes never need more than 64 bits.
+const MAX_CHUNK: usize = 1 << 30;
+
+impl Kernel {
+    /// Every kernel, best first.
+    const ALL: [Kernel; 4] = [
+        Kernel::Vpclmul,
+        Kernel::Pclmul,
+        Kernel::Sse42,
+        Kernel::Portable,
+    ];
+
+    /// The best kernel this CPU runs (detected once per process; [`Kernel::Portable`] under
+    /// Miri and on targets other than x86-64).
+    #[inline]
+    pub fn best() -> Kernel {
+        let f = features();
+        if f & F_VPCLMUL != 0 {
+            Kernel::Vpclmul
+        } else if f & F_PCLMUL != 0 {
+            Kernel::Pclmul
+        } else if f & F_SSE42 != 0 {
+            Kernel::Sse42
+        } else {
+            Kernel::Portable
+        }
+    }
+
+    /// Every kernel this CPU runs, best first ([`Kernel::Portable`] always, last).
+    pub fn all_available() -> Vec<Kernel> {
+        Kernel::ALL
+            .into_iter()
+            .filter(|k| k.is_available())
+            .collect()
+    }
+
+    /// The kernel's name: `"vpclmul"`, `"pclmul"`, `"sse42"` or `"portable"`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Kernel::Vpclmul => "vpclmul",
+            Kernel::Pclmul => "pclmul",
+            Kernel::Sse42 => "sse42",
+            Kernel::Portable => "portable",
+        }
+    }
+
+    /// Whether this CPU runs the kernel.
+    #[inline]
+    pub fn is_available(self) -> bool {
+        let f = features();
+        match self {
+            Kernel::Vpclmul => f & F_VPCLMUL != 0,
+            Kernel::Pclmul => f & F_PCLMUL != 0,
+            Kernel::Sse42 => f & F_SSE42 != 0,
+            Kernel::Portable => true,
+        }
+    }
+
+    /// [`crc32c_append`] with this kernel (or [`Kernel::Portable`] if the CPU lacks it).
+    pub fn crc32c_append(self, crc: u32, data: &[u8]) -> u32 {
+        // SAFETY: `data` is valid for reads of its length; nothing is written.
+        unsafe {
+            self.run::<false, false>(std::ptr::null_mut(), data.as_ptr(), data.len(), crc)
+                .0
+        }
+    }
+
+    /// [`crc32c_sum`] with this kernel (or [`Kernel::Portable`] if the CPU lacks it).
+    pub fn crc32c_sum(self, crc: u32, data: &[u8]) -> (u32, u64) {
+        // SAFETY: `data` is valid for reads of its length; nothing is written.
+        unsafe { self.run::<false, true>(std::ptr::null_mut(), data.as_ptr(), data.len(), crc) }
+    }
+
+    /// [`copy_crc32c_sum`] with this kernel (or [`Kernel::Portable`] if the CPU lacks it).
+    ///
+    /// # Panics
+    ///
+    /// If `dst` and `src` differ in length.
+    pub fn copy_crc32c_sum(self, dst: &mut [u8], src: &[u8], crc: u32) -> (u32, u64) {
+        assert_eq!(
+            dst.len(),
+            src.len(),
+            "copy_crc32c_sum: dst and src lengths differ"
+        );
+        // SAFETY: both slices are valid for their (equal) length, `dst` for writes, and a
+        // `&mut` and a `&` borrow cannot overlap.
+        unsafe { self.run::<true, true>(dst.as_mut_ptr(), src.as_ptr(), src.len(), crc) }
+    }
+
+    /// [`copy_crc32c_sum_raw`] with this kernel (or [`Kernel::Portable`] if the CPU lacks
+    /// it).
+    ///
+    /// # Safety
+    ///
+    /// As [`copy_crc32c_sum_raw`]: `src` valid for reads and `dst` for writes of `len`
+    /// octets, the two not overlapping.
+    pub unsafe fn copy_crc32c_sum_raw(
+        self,
+        dst: *mut u8,
+        src: *const u8,
+        len: usize,
+        crc: u32,
+    ) -> (u32, u64) {
+        // SAFETY: the caller's promise, passed on.
+        unsafe { self.run::<true, true>(dst, src, len, crc) }
+    }
+
+    /// Runs the kernel (the portable one if the CPU lacks it) over `len` octets, in pieces
+    /// of at most [`MAX_CHUNK`].
+    ///
+    /// # Safety
+    ///
+    /// `src` is valid for reads of `len` octets; if `COPY`, `dst` is valid for writes of
+    /// `len` octets and the two do not overlap.
+    #[inline]
+    unsafe fn run<const COPY: bool, const SUM: bool>(
+        self,
+        dst: *mut u8,
+        src: *const u8,
+        len: usize,
+        crc: u32,
+    ) -> (u32, u64) {
+        if len <= MAX_CHUNK {
+            // SAFETY: the caller's promise, passed on.
+            return unsafe { self.run_chunk::<COPY, SUM>(dst, src, len, crc) };
+        }
+        // SAFETY: the caller's promise, passed on.
+        unsafe { self.run_chunked::<COPY, SUM>(dst, src, len, crc, MAX_CHUNK) }
+    }
+
+    /// [`Kernel::run`] in pieces of `chunk` octets (even, nonzero).
+    ///
+    /// # Safety
+    ///
+    /// As [`Kernel::run`].
+    #[cold]
+    unsafe fn run_chunked<const COPY: bool, const SUM: bool>(
+        self,
+        dst: *mut u8,
+        src: *const u8,
+        len: usize,
+        mut crc: u32,
+        chunk: usize,
+    ) -> (u32, u64) {
+        debug_assert!(chunk > 0 && chunk.is_multiple_of(2));
+        let mut total = 0u64;
+        let mut off = 0;
+        loop {
+            let n = chunk.min(len - off);
+            // SAFETY: `[off, off + n)` is inside both ranges (`dst` is only offset when
+            // `COPY`, when it is valid for `len` octets).
+            let (c, s) = unsafe {
+                let d = if COPY { dst.add(off) } else { dst };
+                self.run_chunk::<COPY, SUM>(d, src.add(off), n, crc)
+            };
+            crc = c;
+            // Both below 2^33: no overflow; the chunks are even, so their words line up.
+            total = sum::reduce(total + s);
+            off += n;
+            if off == len {
+                return (crc, total);
+            }
+        }
+    }
+
+    /// One kernel call.
+    ///
+    /// # Safety
+    ///
+    /// As [`Kernel::run`], with `len <= MAX_CHUNK`.
+    #[inline]
+    unsafe fn run_chunk<const COPY: bool, const SUM: bool>(
+        self,
+        dst: *mut u8,
+        src: *const u8,
+        len: usize,
+        crc: u32,
+    ) -> (u32, u64) {
+        #[cfg(target_arch = "x86_64")]
+        {
+            let f = features();
+            match self {
+                Kernel::Vpclmul if f & F_VPCLMUL != 0 => {
+                    // SAFETY: the CPU has the features (detected); the ranges as the
+                    // caller vouches.
+                    return unsafe { x86::vpclmul::<COPY, SUM>(dst, src, len, crc) };
+                }
+                Kernel::Pclmul if f & F_PCLMUL != 0 => {
+                    // SAFETY: as above.
+                    return unsafe { x86::pclmul::<COPY, SUM>(dst, src, len, crc) };
+                }
+                Kernel::Sse42 if f & F_SSE42_CLMUL != 0 => {
+                    // SAFETY: as above.
+                    return unsafe { x86::sse42_three::<COPY, SUM>(dst, src, len, crc) };
+                }
+                Kernel::Sse42 if f & F_SSE42 != 0 => {
+                    // SAFETY: as above.
+                    return unsafe { x86::sse42_one::<COPY, SUM>(dst, src, len, crc) };
+                }
+                _ => {}
+            }
+        }
+        // SAFETY: the ranges as the caller vouches.
+        unsafe { portable::run::<COPY, SUM>(dst, src, len, crc) }
+    }
+}
+
+/// The CRC32c of `data` appended to a run whose CRC32c is `crc` (0 for none), with the
+/// best kernel. `crc32c_append(0, b"123456789") == 0xE306_9283`.
+#[inline]
+pub fn crc32c_append(crc: u32, data: &[u8]) -> u32 {
+    Kernel::best().crc32c_append(crc, data)
+}
+
+/// [`crc32c_append`] and the unfolded one's complement sum of `data`, in one pass.
+#[inline]
+pub fn crc32c_sum(crc: u32, data: &[u8]) -> (u32, u64) {
+    Kernel::best().crc32c_sum(crc, data)
+}
+
+/// Copies `src` to `dst`, advancing the CRC32c `crc` over it and taking its unfolded one's
+/// complement sum, in one pass: returns the new CRC and the sum.
+///
+/// # Panics
+///
+/// If `dst` and `src` differ in length (a caller bug).
+#[inline]
+pub fn copy_crc32c_sum(dst: &mut [u8], src: &[u8], crc: u32) -> (u32, u64) {
+    Kernel::best().copy_crc32c_sum(dst, src, crc)
+}
+
+/// [`copy_crc32c_sum`] into the end of `out` (which grows by `src.len()`, its new octets
+/// written once, with no zero fill first).
+pub fn append_crc32c_sum(out: &mut Vec<u8>, src: &[u8], crc: u32) -> (u32, u64) {
+    let len = src.len();
+    out.reserve(len);
+    let start = out.len();
+    // SAFETY: `reserve` left room for `len` octets past `start` (the pointer comes from the
+    // vector's buffer, not from a reference to its spare capacity); `src` is borrowed
+    // shared while `out` is borrowed mutably, so the two do not overlap. The kernel writes
+    // all `len` octets before `set_len` makes them part of the vector (if it panicked, the
+    // length would not change).
+    unsafe {
+        let r =
+            Kernel::best().run::<true, true>(out.as_mut_ptr().add(start), src.as_ptr(), len, crc);
+        out.set_len(start + len);
+        r
+    }
+}
+
+/// [`copy_crc32c_sum`] on raw ranges, reading and writing through raw pointers only (no
+/// reference to either range is made), for memory that other threads may access at the
+/// same time (RDMA registered memory). The value of an octet another thread writes while
+/// it is read is whatever the load sees, but the copy, the CRC and the sum all see the same
+/// one.
+///
+/// # Safety
+///
+/// `src` is valid for reads and `dst` for writes of `len` octets, and the two ranges do not
+/// overlap. Neither needs any alignment.
+#[inline]
+pub unsafe fn copy_crc32c_sum_raw(
+    dst: *mut u8,
+    src: *const u8,
+    len: usize,
+    crc: u32,
+) -> (u32, u64) {
+    // SAFETY: the caller's promise, passed on.
+    unsafe { Kernel::best().run::<true, true>(dst, src, len, crc) }
+}
+
+/// Folds an unfolded sum (as the functions above return, or several added) with
+/// end-around carry to 16 bits and swaps its octets: the RFC 1071 sum of the run in
+/// network byte order (big-endian words, an odd last octet padded with a zero).
+#[inline]
+pub fn fold_sum(sum: u64) -> u16 {
+    let mut s = sum;
+    while s > 0xffff {
+        s = (s & 0xffff) + (s >> 16);
+    }
+    (s as u16).swap_bytes()
+}

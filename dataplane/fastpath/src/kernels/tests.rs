@@ -1,0 +1,462 @@
+//! The kernels against a bitwise CRC32c and the RFC 1071 sum written plainly: check values,
+//! every length up to 1100, random runs up to 70000 octets at random alignments, chaining,
+//! and the raw and appending forms.
+
+use proptest::prelude::*;
+
+use super::*;
+
+/// The reflected CRC register advanced over `data`, bit by bit (no initial or final XOR).
+pub(crate) fn crc_raw_bitwise(mut reg: u32, data: &[u8]) -> u32 {
+    for &b in data {
+        reg ^= u32::from(b);
+        for _ in 0..8 {
+            reg = if reg & 1 != 0 {
+                (reg >> 1) ^ 0x82F6_3B78
+            } else {
+                reg >> 1
+            };
+        }
+    }
+    reg
+}
+
+/// The finished CRC32c of `data` appended to a run whose CRC32c is `crc`, bitwise.
+fn crc_ref(crc: u32, data: &[u8]) -> u32 {
+    !crc_raw_bitwise(!crc, data)
+}
+
+/// RFC 1071, as plainly as it can be written.
+fn reference_sum(bytes: &[u8]) -> u16 {
+    let mut s: u64 = 0;
+    for w in bytes.chunks(2) {
+        s += (w[0] as u64) << 8 | w.get(1).copied().unwrap_or(0) as u64;
+    }
+    while s > 0xffff {
+        s = (s & 0xffff) + (s >> 16);
+    }
+    s as u16
+}
+
+/// A small deterministic generator (SplitMix64).
+pub(crate) struct Rng(pub(crate) u64);
+
+impl Rng {
+    pub(crate) fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+
+    pub(crate) fn fill(&mut self, buf: &mut [u8]) {
+        for c in buf.chunks_mut(8) {
+            let w = self.next().to_le_bytes();
+            c.copy_from_slice(&w[..c.len()]);
+        }
+    }
+
+    pub(crate) fn bytes<const N: usize>(&mut self) -> [u8; N] {
+        let mut b = [0; N];
+        self.fill(&mut b);
+        b
+    }
+
+    fn vec(&mut self, len: usize) -> Vec<u8> {
+        let mut v = vec![0; len];
+        self.fill(&mut v);
+        v
+    }
+}
+
+/// Each way into the kernels: the public tiers, and the one-stream form of the SSE4.2
+/// kernel (which this machine's CPU, having PCLMULQDQ, would not otherwise run).
+#[derive(Clone, Copy, Debug)]
+enum Path {
+    K(Kernel),
+    #[cfg(target_arch = "x86_64")]
+    Sse42OneStream,
+}
+
+fn paths() -> Vec<Path> {
+    #[allow(unused_mut)]
+    let mut v: Vec<Path> = Kernel::all_available().into_iter().map(Path::K).collect();
+    #[cfg(target_arch = "x86_64")]
+    if Kernel::Sse42.is_available() {
+        v.push(Path::Sse42OneStream);
+    }
+    v
+}
+
+impl Path {
+    fn crc(self, crc: u32, data: &[u8]) -> u32 {
+        match self {
+            Path::K(k) => k.crc32c_append(crc, data),
+            #[cfg(target_arch = "x86_64")]
+            // SAFETY: SSE4.2 is there (`paths`); `data` is valid for reads.
+            Path::Sse42OneStream => unsafe {
+                x86::sse42_one::<false, false>(std::ptr::null_mut(), data.as_ptr(), data.len(), crc)
+                    .0
+            },
+        }
+    }
+
+    fn sum(self, crc: u32, data: &[u8]) -> (u32, u64) {
+        match self {
+            Path::K(k) => k.crc32c_sum(crc, data),
+            #[cfg(target_arch = "x86_64")]
+            // SAFETY: as in `crc`.
+            Path::Sse42OneStream => unsafe {
+                x86::sse42_one::<false, true>(std::ptr::null_mut(), data.as_ptr(), data.len(), crc)
+            },
+        }
+    }
+
+    fn copy(self, dst: &mut [u8], src: &[u8], crc: u32) -> (u32, u64) {
+        match self {
+            Path::K(k) => k.copy_crc32c_sum(dst, src, crc),
+            #[cfg(target_arch = "x86_64")]
+            Path::Sse42OneStream => {
+                assert_eq!(dst.len(), src.len());
+                // SAFETY: as in `crc`, and `dst` is valid for writes of the same length.
+                unsafe {
+                    x86::sse42_one::<true, true>(dst.as_mut_ptr(), src.as_ptr(), src.len(), crc)
+                }
+            }
+        }
+    }
+
+    /// # Safety
+    ///
+    /// As [`copy_crc32c_sum_raw`].
+    unsafe fn raw(self, dst: *mut u8, src: *const u8, len: usize, crc: u32) -> (u32, u64) {
+        match self {
+            // SAFETY: the caller's promise.
+            Path::K(k) => unsafe { k.copy_crc32c_sum_raw(dst, src, len, crc) },
+            #[cfg(target_arch = "x86_64")]
+            // SAFETY: the caller's promise; SSE4.2 is there.
+            Path::Sse42OneStream => unsafe { x86::sse42_one::<true, true>(dst, src, len, crc) },
+        }
+    }
+}
+
+const GUARD: u8 = 0xA5;
+/// Guard octets each side of a destination.
+const MARGIN: usize = 64;
+
+/// Checks every operation of `path` on `data` (placed at `src_off` and copied to
+/// `dst_off`), starting from `init`, against `want_crc` and `want_sum`.
+fn check_path(
+    path: Path,
+    init: u32,
+    data: &[u8],
+    src_off: usize,
+    dst_off: usize,
+    want_crc: u32,
+    want_sum: u16,
+) -> Result<(), TestCaseError> {
+    let len = data.len();
+    let ctx = format!("{path:?} len {len} src+{src_off} dst+{dst_off} init {init:#x}");
+    let mut src_buf = vec![0x5Au8; src_off + len + MARGIN];
+    src_buf[src_off..src_off + len].copy_from_slice(data);
+    let src = &src_buf[src_off..src_off + len];
+
+    prop_assert_eq!(path.crc(init, src), want_crc, "crc: {}", ctx);
+    let (c, s) = path.sum(init, src);
+    prop_assert_eq!(c, want_crc, "sum's crc: {}", ctx);
+    prop_assert!(s < 1 << 33, "sum not reduced: {}", ctx);
+    prop_assert_eq!(fold_sum(s), want_sum, "sum: {}", ctx);
+
+    // The destination starts `dst_off` octets after a margin of guard octets.
+    let dst_off = MARGIN + dst_off;
+    let check_dst = |buf: &[u8], what: &str| -> Result<(), TestCaseError> {
+        prop_assert_eq!(&buf[dst_off..dst_off + len], data, "{} copy: {}", what, ctx);
+        prop_assert!(
+            buf[..dst_off].iter().all(|&b| b == GUARD),
+            "{} wrote before dst: {}",
+            what,
+            ctx
+        );
+        prop_assert!(
+            buf[dst_off + len..].iter().all(|&b| b == GUARD),
+            "{} wrote after dst: {}",
+            what,
+            ctx
+        );
+        Ok(())
+    };
+
+    let mut dst_buf = vec![GUARD; dst_off + len + MARGIN];
+    let (c, s) = path.copy(&mut dst_buf[dst_off..dst_off + len], src, init);
+    prop_assert_eq!(c, want_crc, "copy's crc: {}", ctx);
+    prop_assert_eq!(fold_sum(s), want_sum, "copy's sum: {}", ctx);
+    check_dst(&dst_buf, "copy")?;
+
+    let mut dst_buf = vec![GUARD; dst_off + len + MARGIN];
+    // SAFETY: the two ranges are inside their (distinct) buffers.
+    let (c, s) = unsafe {
+        path.raw(
+            dst_buf.as_mut_ptr().add(dst_off),
+            src_buf.as_ptr().add(src_off),
+            len,
+            init,
+        )
+    };
+    prop_assert_eq!(c, want_crc, "raw crc: {}", ctx);
+    prop_assert_eq!(fold_sum(s), want_sum, "raw sum: {}", ctx);
+    check_dst(&dst_buf, "raw")
+}
+
+#[test]
+fn check_values() {
+    let inc: Vec<u8> = (0..32).collect();
+    let dec: Vec<u8> = (0..32).rev().collect();
+    let vectors: [(&[u8], u32); 5] = [
+        (b"123456789", 0xE306_9283),
+        (&[0; 32], 0x8A91_36AA),
+        (&[0xff; 32], 0x62A8_AB43),
+        (&inc, 0x46DD_794E),
+        (&dec, 0x113F_DB5C),
+    ];
+    for (data, want) in vectors {
+        assert_eq!(crc_ref(0, data), want, "bitwise reference");
+        assert_eq!(
+            crc_fast::checksum(crc_fast::CrcAlgorithm::Crc32Iscsi, data),
+            u64::from(want)
+        );
+        assert_eq!(crc32c_append(0, data), want);
+        assert_eq!(crc32c_sum(0, data).0, want);
+        // Every kernel, even one the CPU lacks (it falls back to the portable one).
+        for k in Kernel::ALL {
+            assert_eq!(k.crc32c_append(0, data), want, "{k:?}");
+        }
+        for p in paths() {
+            assert_eq!(p.crc(0, data), want, "{p:?}");
+        }
+    }
+    assert_eq!(crc32c_append(0, b""), 0);
+    assert_eq!(
+        crc32c_append(crc32c_append(0, b"1234"), b"56789"),
+        0xE306_9283
+    );
+}
+
+#[test]
+fn reference_sum_and_fold_sum() {
+    // RFC 1071's example, 4.1: 00 01 f2 03 f4 f5 f6 f7 sums to 0xddf2.
+    let rfc = [0x00, 0x01, 0xf2, 0x03, 0xf4, 0xf5, 0xf6, 0xf7];
+    assert_eq!(reference_sum(&rfc), 0xddf2);
+    assert_eq!(fold_sum(crc32c_sum(0, &rfc).1), 0xddf2);
+    assert_eq!(fold_sum(0), 0);
+    assert_eq!(fold_sum(crc32c_sum(0, &[]).1), 0);
+    assert_eq!(fold_sum(crc32c_sum(0, &[0; 100]).1), 0);
+    assert_eq!(fold_sum(crc32c_sum(0, &[0xff; 100]).1), 0xffff);
+    assert_eq!(fold_sum(crc32c_sum(0, &[0x12]).1), 0x1200);
+    assert_eq!(fold_sum(u64::MAX), 0xffff);
+    let mut rng = Rng(7);
+    for len in [1, 2, 3, 1000, 4095] {
+        let data = rng.vec(len);
+        assert_eq!(
+            fold_sum(crc32c_sum(0, &data).1),
+            reference_sum(&data),
+            "len {len}"
+        );
+    }
+}
+
+#[test]
+fn kernel_api() {
+    let all = Kernel::all_available();
+    assert_eq!(all.first(), Some(&Kernel::best()));
+    assert_eq!(all.last(), Some(&Kernel::Portable));
+    for k in Kernel::ALL {
+        assert_eq!(all.contains(&k), k.is_available());
+        assert!(!k.name().is_empty());
+    }
+    #[cfg(miri)]
+    assert_eq!(Kernel::best(), Kernel::Portable);
+}
+
+/// Every length up to 1100 (all the block and tail shapes of every kernel), each tier, at
+/// a few alignments, from a nonzero CRC.
+#[test]
+fn every_length_to_1100() {
+    let paths = paths();
+    let mut rng = Rng(1100);
+    let data = rng.vec(1100);
+    for len in 0..=1100 {
+        let data = &data[..len];
+        let init = rng.next() as u32;
+        let want_crc = crc_ref(init, data);
+        let want_sum = reference_sum(data);
+        for (src_off, dst_off) in [(0, 0), (1, 3), (len % 64, len * 7 % 64)] {
+            for &p in &paths {
+                check_path(p, init, data, src_off, dst_off, want_crc, want_sum).unwrap();
+            }
+        }
+    }
+}
+
+/// Lengths around one to three superblocks of the VPCLMULQDQ kernel's CRC-alone path
+/// (where it hands over to its plain loop), each tier.
+#[test]
+#[cfg(target_arch = "x86_64")]
+fn around_superblocks() {
+    let paths = paths();
+    let mut rng = Rng(3968);
+    let data = rng.vec(3 * x86::SUPERBLOCK + 200);
+    for k in 1..=3 {
+        for len in k * x86::SUPERBLOCK - 140..=k * x86::SUPERBLOCK + 140 {
+            let data = &data[..len];
+            let init = rng.next() as u32;
+            let want_crc = crc_ref(init, data);
+            let want_sum = reference_sum(data);
+            let (src_off, dst_off) = (len % 61, len % 37);
+            for &p in &paths {
+                check_path(p, init, data, src_off, dst_off, want_crc, want_sum).unwrap();
+            }
+        }
+    }
+}
+
+/// Runs longer than one kernel call takes go in even pieces: the same results (with small
+/// pieces here, the real one being 1 GiB).
+#[test]
+fn chunked_runs_agree() {
+    let mut rng = Rng(42);
+    let data = rng.vec(5000);
+    for k in Kernel::all_available() {
+        for len in [0, 1, 7, 200, 1001, 4999, 5000] {
+            let src = &data[..len];
+            let init = rng.next() as u32;
+            let want = (crc_ref(init, src), reference_sum(src));
+            for chunk in [2, 6, 64, 130, 1000, 4098] {
+                let mut dst = vec![0; len];
+                // SAFETY: `src` and `dst` are valid for `len` octets, distinct.
+                let (c, s) = unsafe {
+                    k.run_chunked::<true, true>(dst.as_mut_ptr(), src.as_ptr(), len, init, chunk)
+                };
+                assert_eq!((c, fold_sum(s)), want, "{k:?} len {len} chunk {chunk}");
+                assert_eq!(dst, src);
+                // SAFETY: `src` is valid for `len` octets; the null `dst` is not touched.
+                let (c, s) = unsafe {
+                    k.run_chunked::<false, true>(
+                        std::ptr::null_mut(),
+                        src.as_ptr(),
+                        len,
+                        init,
+                        chunk,
+                    )
+                };
+                assert_eq!(
+                    (c, fold_sum(s)),
+                    want,
+                    "{k:?} len {len} chunk {chunk}, no copy"
+                );
+            }
+        }
+    }
+}
+
+/// The longest runs: more than one 1 GiB piece of all-ones octets (the largest sums every
+/// lane can take). Slow in a debug build, hence ignored: run with `--release --ignored`.
+#[test]
+#[ignore]
+fn runs_over_one_gib() {
+    let len = (3 << 29) + 13;
+    let data = vec![0xffu8; len];
+    let want_crc = crc_fast::checksum(crc_fast::CrcAlgorithm::Crc32Iscsi, &data) as u32;
+    let want_sum = reference_sum(&data);
+    let gib_crc = crc_fast::checksum(crc_fast::CrcAlgorithm::Crc32Iscsi, &data[..MAX_CHUNK]) as u32;
+    for k in Kernel::all_available() {
+        let (c, s) = k.crc32c_sum(0, &data);
+        assert_eq!((c, fold_sum(s)), (want_crc, want_sum), "{k:?}");
+        // The unchunked kernel on the first full GiB: its lanes at their fullest.
+        // SAFETY: `data` is valid for reads of `MAX_CHUNK < len` octets; nothing is written.
+        let (c, s) = unsafe {
+            k.run_chunk::<false, true>(std::ptr::null_mut(), data.as_ptr(), MAX_CHUNK, 0)
+        };
+        assert_eq!((c, fold_sum(s)), (gib_crc, 0xffff), "{k:?}");
+    }
+    let mut dst = vec![0u8; len];
+    let (c, s) = copy_crc32c_sum(&mut dst, &data, 0);
+    assert_eq!((c, fold_sum(s)), (want_crc, want_sum));
+    assert!(dst == data);
+}
+
+/// Lengths: mostly short, often near a multiple of 128 (the folding kernels' round), up to
+/// 70000.
+fn len_strategy() -> impl Strategy<Value = usize> {
+    prop_oneof![
+        0usize..600,
+        0usize..=70000,
+        (0usize..=546, 0usize..5).prop_map(|(k, d)| (k * 128 + d).saturating_sub(2)),
+        (0usize..=2187, 0usize..3).prop_map(|(k, d)| (k * 32 + d).saturating_sub(1)),
+    ]
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 512, ..ProptestConfig::default() })]
+
+    /// Every tier, every operation, against the references: random data, length and
+    /// alignments, the initial CRC chained from a random prefix.
+    #[test]
+    fn every_tier_agrees_with_reference(
+        len in len_strategy(),
+        seed in any::<u64>(),
+        prefix_len in 0usize..48,
+        src_off in 0usize..64,
+        dst_off in 0usize..64,
+        cut in any::<prop::sample::Index>(),
+    ) {
+        let mut rng = Rng(seed);
+        let prefix = rng.vec(prefix_len);
+        let data = rng.vec(len);
+        let init = crc_ref(0, &prefix);
+        let want_crc = crc_ref(init, &data);
+        let whole = [prefix.as_slice(), &data].concat();
+        prop_assert_eq!(want_crc, crc_ref(0, &whole));
+        let want_sum = reference_sum(&data);
+        let cut = cut.index(len + 1);
+        let (a, b) = data.split_at(cut);
+        for p in paths() {
+            check_path(p, init, &data, src_off, dst_off, want_crc, want_sum)?;
+            // Chaining at the cut is the whole run.
+            let (ca, sa) = p.sum(init, a);
+            let (cb, sb) = p.sum(ca, b);
+            prop_assert_eq!(cb, want_crc, "{:?} chained at {}", p, cut);
+            prop_assert_eq!(p.crc(p.crc(init, a), b), want_crc, "{:?} chained at {}", p, cut);
+            if cut % 2 == 0 {
+                prop_assert_eq!(fold_sum(sa + sb), want_sum, "{:?} sums added at {}", p, cut);
+            }
+        }
+        // The appending form (best kernel): the old contents kept, the run after them.
+        let mut out = Vec::with_capacity(src_off);
+        out.extend_from_slice(&prefix);
+        let (c, s) = append_crc32c_sum(&mut out, &data, init);
+        prop_assert_eq!(c, want_crc);
+        prop_assert_eq!(fold_sum(s), want_sum);
+        prop_assert_eq!(out, whole);
+        // And the free functions (best kernel).
+        prop_assert_eq!(crc32c_append(init, &data), want_crc);
+        let (c, s) = crc32c_sum(init, &data);
+        prop_assert_eq!((c, fold_sum(s)), (want_crc, want_sum));
+        let mut dst = vec![0; len];
+        let (c, s) = copy_crc32c_sum(&mut dst, &data, init);
+        prop_assert_eq!((c, fold_sum(s)), (want_crc, want_sum));
+        prop_assert_eq!(&dst, &data);
+        let mut dst = vec![0; len];
+        // SAFETY: two distinct buffers of `len` octets.
+        let (c, s) = unsafe { copy_crc32c_sum_raw(dst.as_mut_ptr(), data.as_ptr(), len, init) };
+        prop_assert_eq!((c, fold_sum(s)), (want_crc, want_sum));
+        prop_assert_eq!(dst, data);
+    }
+}
+
+#[test]
+#[should_panic(expected = "lengths differ")]
+fn copy_length_mismatch_panics() {
+    let mut dst = [0u8; 3];
+    copy_crc32c_sum(&mut dst, &[1, 2], 0);
+}

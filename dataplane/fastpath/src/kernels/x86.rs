@@ -1,0 +1,673 @@
+//! The x86-64 kernels: [`vpclmul`] (256-bit carry-less folding, and for the CRC alone
+//! `crc32` streams beside it), [`pclmul`] (128-bit folding), [`sse42_three`] and
+//! [`sse42_one`] (the `crc32` instruction, three streams recombined by a carry-less
+//! multiply, or one).
+//!
+//! Each is an `unsafe fn` with `#[target_feature]`, called only once the features are
+//! detected (see `Kernel::is_available`). All take raw pointers and read every octet of
+//! the source exactly once: the vector or word loaded is the one stored to the
+//! destination, folded into the CRC and added to the sum, so the three agree even if the
+//! source changes under us (registered memory that another thread writes).
+//!
+//! The folded kernels work on the CRC register (the complement of the finished CRC): it is
+//! XORed into the first 4 octets of the first block, the blocks are folded together into
+//! one 128-bit remainder congruent to the run so far (see `consts::fold_pair`), and that
+//! remainder's two quadwords, then the octets left over, go through the `crc32`
+//! instruction with a zero register.
+
+use core::arch::x86_64::*;
+
+use super::consts::{fold_pair, shift_operand};
+use super::sum;
+
+// ---------------------------------------------------------------------------------------
+// Shared pieces: the word-at-a-time tail with the `crc32` instruction.
+
+/// Runs the octets `[off, len)` through the `crc32` instruction 8 at a time (then 4, 2, 1),
+/// advancing the register `reg`, adding them to `acc` as little-endian 64-bit words (the
+/// last one zero-padded) if `SUM` and copying them if `COPY`. `off` must be a multiple of
+/// 8 when `SUM` (so the words line up with the run's 16-bit words).
+///
+/// # Safety
+///
+/// `src` is valid for reads of `len` octets; if `COPY`, `dst` is valid for writes of `len`
+/// octets and does not overlap it; `off <= len`.
+#[inline]
+#[target_feature(enable = "sse4.2")]
+unsafe fn tail<const COPY: bool, const SUM: bool>(
+    dst: *mut u8,
+    src: *const u8,
+    mut off: usize,
+    len: usize,
+    reg: u32,
+    acc: &mut u128,
+) -> u32 {
+    let mut reg = u64::from(reg);
+    while len - off >= 8 {
+        // SAFETY: `off + 8 <= len`: inside the source range (an unaligned read).
+        let w = unsafe { src.add(off).cast::<u64>().read_unaligned() };
+        if COPY {
+            // SAFETY: as above, for the destination range.
+            unsafe { dst.add(off).cast::<u64>().write_unaligned(w) };
+        }
+        reg = _mm_crc32_u64(reg, w);
+        if SUM {
+            *acc += u128::from(w);
+        }
+        off += 8;
+    }
+    let mut reg = reg as u32;
+    let rem = len - off;
+    let mut w: u64 = 0;
+    if rem & 4 != 0 {
+        // SAFETY: 4 octets remain at `off`.
+        let v = unsafe { src.add(off).cast::<u32>().read_unaligned() };
+        if COPY {
+            // SAFETY: as above.
+            unsafe { dst.add(off).cast::<u32>().write_unaligned(v) };
+        }
+        reg = _mm_crc32_u32(reg, v);
+        w = u64::from(v);
+        off += 4;
+    }
+    if rem & 2 != 0 {
+        // SAFETY: 2 octets remain at `off`.
+        let v = unsafe { src.add(off).cast::<u16>().read_unaligned() };
+        if COPY {
+            // SAFETY: as above.
+            unsafe { dst.add(off).cast::<u16>().write_unaligned(v) };
+        }
+        reg = _mm_crc32_u16(reg, v);
+        w |= u64::from(v) << ((rem & 4) * 8);
+        off += 2;
+    }
+    if rem & 1 != 0 {
+        // SAFETY: 1 octet remains at `off`.
+        let v = unsafe { src.add(off).read() };
+        if COPY {
+            // SAFETY: as above.
+            unsafe { dst.add(off).write(v) };
+        }
+        reg = _mm_crc32_u8(reg, v);
+        w |= u64::from(v) << ((rem & 6) * 8);
+    }
+    if SUM {
+        *acc += u128::from(w);
+    }
+    reg
+}
+
+/// Finishes a 128-bit remainder: its two quadwords through the `crc32` instruction from a
+/// zero register give the register of the run it stands for.
+#[inline]
+#[target_feature(enable = "sse4.2")]
+fn finish_remainder(r: __m128i) -> u32 {
+    let q0 = _mm_cvtsi128_si64(r) as u64;
+    let q1 = _mm_extract_epi64(r, 1) as u64;
+    _mm_crc32_u64(_mm_crc32_u64(0, q0), q1) as u32
+}
+
+// ---------------------------------------------------------------------------------------
+// Folding with 128-bit vectors.
+
+/// The pair of multipliers folding a 128-bit lane by `BITS` bits (`consts::fold_pair`), as a
+/// vector: quadword 0 for the lane's quadword 0, quadword 1 for its quadword 1.
+#[inline]
+#[target_feature(enable = "sse2")]
+fn fold_k128<const BITS: u32>() -> __m128i {
+    let (k0, k1) = const { fold_pair(BITS) };
+    _mm_set_epi64x(k1 as i64, k0 as i64)
+}
+
+/// One fold: `a` moved on by the distance `k` was made for (modulo P).
+#[inline]
+#[target_feature(enable = "pclmulqdq")]
+fn fold128(a: __m128i, k: __m128i) -> __m128i {
+    _mm_xor_si128(
+        _mm_clmulepi64_si128(a, k, 0x00),
+        _mm_clmulepi64_si128(a, k, 0x11),
+    )
+}
+
+/// The two 32-bit halves of each quadword of `x`, added into that quadword (so four
+/// octets' worth of 16-bit words per 33-bit lane value).
+#[inline]
+#[target_feature(enable = "sse2")]
+fn words128(x: __m128i) -> __m128i {
+    let lo = _mm_and_si128(x, _mm_set1_epi64x(0xffff_ffff));
+    _mm_add_epi64(lo, _mm_srli_epi64(x, 32))
+}
+
+/// Loads 16 octets at `src + off` and stores them at `dst + off` if `COPY`.
+///
+/// # Safety
+///
+/// `[off, off + 16)` is inside the source range (valid for reads) and, if `COPY`, the
+/// destination range (valid for writes).
+#[inline]
+#[target_feature(enable = "sse2")]
+unsafe fn take128<const COPY: bool>(dst: *mut u8, src: *const u8, off: usize) -> __m128i {
+    // SAFETY: in bounds, by the caller; `loadu` takes any alignment.
+    let x = unsafe { _mm_loadu_si128(src.add(off).cast()) };
+    if COPY {
+        // SAFETY: in bounds, by the caller; `storeu` takes any alignment.
+        unsafe { _mm_storeu_si128(dst.add(off).cast(), x) };
+    }
+    x
+}
+
+/// The PCLMULQDQ kernel: eight 128-bit accumulators (128 octets per round, so eight
+/// independent folds cover the multiply's latency), SSE2 sum, then 16-octet folds and the
+/// `crc32` instruction for the tail.
+///
+/// # Safety
+///
+/// The CPU has PCLMULQDQ, SSE4.1 and SSE4.2; `src` is valid for reads of `len` octets; if
+/// `COPY`, `dst` is valid for writes of `len` octets and does not overlap it.
+#[target_feature(enable = "pclmulqdq,sse4.1,sse4.2")]
+pub(super) unsafe fn pclmul<const COPY: bool, const SUM: bool>(
+    dst: *mut u8,
+    src: *const u8,
+    len: usize,
+    crc: u32,
+) -> (u32, u64) {
+    let mut reg = !crc;
+    let mut acc: u128 = 0;
+    let mut off = 0;
+    if len >= 16 {
+        let seed = _mm_cvtsi32_si128(reg as i32);
+        let mut vsum = _mm_setzero_si128();
+        let mut r;
+        if len >= 128 {
+            let mut a = [_mm_setzero_si128(); 8];
+            for (i, a) in a.iter_mut().enumerate() {
+                // SAFETY: `16 * i + 16 <= 128 <= len`, in both ranges.
+                *a = unsafe { take128::<COPY>(dst, src, 16 * i) };
+            }
+            if SUM {
+                vsum = sum8(&a);
+            }
+            a[0] = _mm_xor_si128(a[0], seed);
+            off = 128;
+            let k = fold_k128::<1024>();
+            while len - off >= 128 {
+                let mut x = [_mm_setzero_si128(); 8];
+                for (i, x) in x.iter_mut().enumerate() {
+                    // SAFETY: `off + 128 <= len`, in both ranges.
+                    *x = unsafe { take128::<COPY>(dst, src, off + 16 * i) };
+                }
+                if SUM {
+                    vsum = _mm_add_epi64(vsum, sum8(&x));
+                }
+                for (a, x) in a.iter_mut().zip(x) {
+                    *a = _mm_xor_si128(fold128(*a, k), x);
+                }
+                off += 128;
+            }
+            // Fold the eight into the last: lane `i` moves on by `7 - i` lanes.
+            let k1 = fold_k128::<128>();
+            let k2 = fold_k128::<256>();
+            let k3 = fold_k128::<384>();
+            let k4 = fold_k128::<512>();
+            let k5 = fold_k128::<640>();
+            let k6 = fold_k128::<768>();
+            let k7 = fold_k128::<896>();
+            let f0 = _mm_xor_si128(fold128(a[0], k7), fold128(a[1], k6));
+            let f1 = _mm_xor_si128(fold128(a[2], k5), fold128(a[3], k4));
+            let f2 = _mm_xor_si128(fold128(a[4], k3), fold128(a[5], k2));
+            let f3 = _mm_xor_si128(fold128(a[6], k1), a[7]);
+            r = _mm_xor_si128(_mm_xor_si128(f0, f1), _mm_xor_si128(f2, f3));
+        } else {
+            // SAFETY: `16 <= len`, in both ranges.
+            let x = unsafe { take128::<COPY>(dst, src, 0) };
+            if SUM {
+                vsum = words128(x);
+            }
+            r = _mm_xor_si128(x, seed);
+            off = 16;
+        }
+        let k = fold_k128::<128>();
+        while len - off >= 16 {
+            // SAFETY: `off + 16 <= len`, in both ranges.
+            let x = unsafe { take128::<COPY>(dst, src, off) };
+            if SUM {
+                vsum = _mm_add_epi64(vsum, words128(x));
+            }
+            r = _mm_xor_si128(fold128(r, k), x);
+            off += 16;
+        }
+        if SUM {
+            acc = u128::from(_mm_cvtsi128_si64(vsum) as u64)
+                + u128::from(_mm_extract_epi64(vsum, 1) as u64);
+        }
+        reg = finish_remainder(r);
+    }
+    // SAFETY: `off` is a multiple of 16, at most `len`; the ranges as the caller vouches.
+    reg = unsafe { tail::<COPY, SUM>(dst, src, off, len, reg, &mut acc) };
+    (!reg, if SUM { sum::finish(acc) } else { 0 })
+}
+
+/// The word sums of eight vectors, added pairwise (a short dependency chain).
+#[inline]
+#[target_feature(enable = "sse2")]
+fn sum8(x: &[__m128i; 8]) -> __m128i {
+    let s01 = _mm_add_epi64(words128(x[0]), words128(x[1]));
+    let s23 = _mm_add_epi64(words128(x[2]), words128(x[3]));
+    let s45 = _mm_add_epi64(words128(x[4]), words128(x[5]));
+    let s67 = _mm_add_epi64(words128(x[6]), words128(x[7]));
+    _mm_add_epi64(_mm_add_epi64(s01, s23), _mm_add_epi64(s45, s67))
+}
+
+// ---------------------------------------------------------------------------------------
+// Folding with 256-bit vectors.
+
+/// [`fold_k128`] for both 128-bit lanes of a 256-bit vector.
+#[inline]
+#[target_feature(enable = "avx")]
+fn fold_k256<const BITS: u32>() -> __m256i {
+    let (k0, k1) = const { fold_pair(BITS) };
+    _mm256_set_epi64x(k1 as i64, k0 as i64, k1 as i64, k0 as i64)
+}
+
+/// [`fold128`] on both lanes.
+#[inline]
+#[target_feature(enable = "avx2,vpclmulqdq")]
+fn fold256(a: __m256i, k: __m256i) -> __m256i {
+    _mm256_xor_si256(
+        _mm256_clmulepi64_epi128(a, k, 0x00),
+        _mm256_clmulepi64_epi128(a, k, 0x11),
+    )
+}
+
+/// [`words128`] on 256 bits.
+#[inline]
+#[target_feature(enable = "avx2")]
+fn words256(x: __m256i) -> __m256i {
+    let lo = _mm256_and_si256(x, _mm256_set1_epi64x(0xffff_ffff));
+    _mm256_add_epi64(lo, _mm256_srli_epi64(x, 32))
+}
+
+/// [`take128`] on 32 octets.
+///
+/// # Safety
+///
+/// `[off, off + 32)` is inside the source range (valid for reads) and, if `COPY`, the
+/// destination range (valid for writes).
+#[inline]
+#[target_feature(enable = "avx")]
+unsafe fn take256<const COPY: bool>(dst: *mut u8, src: *const u8, off: usize) -> __m256i {
+    // SAFETY: in bounds, by the caller; `loadu` takes any alignment.
+    let x = unsafe { _mm256_loadu_si256(src.add(off).cast()) };
+    if COPY {
+        // SAFETY: in bounds, by the caller; `storeu` takes any alignment.
+        unsafe { _mm256_storeu_si256(dst.add(off).cast(), x) };
+    }
+    x
+}
+
+/// The VPCLMULQDQ kernel: four 256-bit accumulators (128 octets per round: eight
+/// independent 128-bit folds), AVX2 sum, then 32- and 16-octet folds and the `crc32`
+/// instruction for the tail. For the CRC alone, whole superblocks go first through
+/// [`crc_superblocks`] (folding and `crc32` streams side by side).
+///
+/// # Safety
+///
+/// The CPU has AVX2, VPCLMULQDQ, PCLMULQDQ and SSE4.2; `src` is valid for reads of `len`
+/// octets; if `COPY`, `dst` is valid for writes of `len` octets and does not overlap it.
+#[target_feature(enable = "avx2,vpclmulqdq,pclmulqdq,sse4.1,sse4.2")]
+pub(super) unsafe fn vpclmul<const COPY: bool, const SUM: bool>(
+    dst: *mut u8,
+    src: *const u8,
+    len: usize,
+    crc: u32,
+) -> (u32, u64) {
+    let mut acc: u128 = 0;
+    let (mut reg, done) = if COPY || SUM {
+        (!crc, 0)
+    } else {
+        // SAFETY: `src` is valid for reads of `len` octets (the caller's promise).
+        unsafe { crc_superblocks::<HYBRID_ROUNDS, HYBRID_WORDS>(src, len, !crc) }
+    };
+    // SAFETY: `done <= len`: the rest of both ranges (`dst` only offset if `COPY`).
+    let (dst, src, len) = unsafe {
+        (
+            if COPY { dst.add(done) } else { dst },
+            src.add(done),
+            len - done,
+        )
+    };
+    let mut off = 0;
+    if len >= 32 {
+        let seed = _mm256_zextsi128_si256(_mm_cvtsi32_si128(reg as i32));
+        let mut vsum = _mm256_setzero_si256();
+        let mut a;
+        if len >= 128 {
+            // SAFETY: `128 <= len`: the first four vectors are in both ranges.
+            let x0 = unsafe { take256::<COPY>(dst, src, 0) };
+            // SAFETY: as above.
+            let x1 = unsafe { take256::<COPY>(dst, src, 32) };
+            // SAFETY: as above.
+            let x2 = unsafe { take256::<COPY>(dst, src, 64) };
+            // SAFETY: as above.
+            let x3 = unsafe { take256::<COPY>(dst, src, 96) };
+            if SUM {
+                vsum = sum4(x0, x1, x2, x3);
+            }
+            let (mut a0, mut a1, mut a2, mut a3) = (_mm256_xor_si256(x0, seed), x1, x2, x3);
+            off = 128;
+            let k = fold_k256::<1024>();
+            while len - off >= 128 {
+                // SAFETY: `off + 128 <= len`, in both ranges.
+                let x0 = unsafe { take256::<COPY>(dst, src, off) };
+                // SAFETY: as above.
+                let x1 = unsafe { take256::<COPY>(dst, src, off + 32) };
+                // SAFETY: as above.
+                let x2 = unsafe { take256::<COPY>(dst, src, off + 64) };
+                // SAFETY: as above.
+                let x3 = unsafe { take256::<COPY>(dst, src, off + 96) };
+                if SUM {
+                    vsum = _mm256_add_epi64(vsum, sum4(x0, x1, x2, x3));
+                }
+                a0 = _mm256_xor_si256(fold256(a0, k), x0);
+                a1 = _mm256_xor_si256(fold256(a1, k), x1);
+                a2 = _mm256_xor_si256(fold256(a2, k), x2);
+                a3 = _mm256_xor_si256(fold256(a3, k), x3);
+                off += 128;
+            }
+            // Fold the four into the last: accumulator `i` moves on by `3 - i` vectors.
+            let f01 = _mm256_xor_si256(
+                fold256(a0, fold_k256::<768>()),
+                fold256(a1, fold_k256::<512>()),
+            );
+            let f23 = _mm256_xor_si256(fold256(a2, fold_k256::<256>()), a3);
+            a = _mm256_xor_si256(f01, f23);
+        } else {
+            // SAFETY: `32 <= len`, in both ranges.
+            let x = unsafe { take256::<COPY>(dst, src, 0) };
+            if SUM {
+                vsum = words256(x);
+            }
+            a = _mm256_xor_si256(x, seed);
+            off = 32;
+        }
+        let k = fold_k256::<256>();
+        while len - off >= 32 {
+            // SAFETY: `off + 32 <= len`, in both ranges.
+            let x = unsafe { take256::<COPY>(dst, src, off) };
+            if SUM {
+                vsum = _mm256_add_epi64(vsum, words256(x));
+            }
+            a = _mm256_xor_si256(fold256(a, k), x);
+            off += 32;
+        }
+        // The lower lane (the earlier 16 octets) onto the upper.
+        let k = fold_k128::<128>();
+        let mut r = _mm_xor_si128(
+            fold128(_mm256_castsi256_si128(a), k),
+            _mm256_extracti128_si256(a, 1),
+        );
+        if len - off >= 16 {
+            // SAFETY: `off + 16 <= len`, in both ranges.
+            let x = unsafe { take128::<COPY>(dst, src, off) };
+            if SUM {
+                vsum = _mm256_add_epi64(vsum, _mm256_zextsi128_si256(words128(x)));
+            }
+            r = _mm_xor_si128(fold128(r, k), x);
+            off += 16;
+        }
+        if SUM {
+            let s = _mm_add_epi64(
+                _mm256_castsi256_si128(vsum),
+                _mm256_extracti128_si256(vsum, 1),
+            );
+            acc += u128::from(_mm_cvtsi128_si64(s) as u64)
+                + u128::from(_mm_extract_epi64(s, 1) as u64);
+        }
+        reg = finish_remainder(r);
+    }
+    // SAFETY: `off` is a multiple of 16, at most `len`; the ranges as the caller vouches.
+    reg = unsafe { tail::<COPY, SUM>(dst, src, off, len, reg, &mut acc) };
+    (!reg, if SUM { sum::finish(acc) } else { 0 })
+}
+
+/// Vector rounds (of 128 octets) per superblock of [`crc_superblocks`].
+const HYBRID_ROUNDS: usize = 16;
+/// The superblock of [`crc_superblocks`] as [`vpclmul`] runs it (3968 octets).
+#[cfg(test)]
+pub(super) const SUPERBLOCK: usize = 128 * HYBRID_ROUNDS + 24 * HYBRID_WORDS * HYBRID_ROUNDS;
+/// Words (of 8 octets) per integer stream per vector round of [`crc_superblocks`]: the
+/// `crc32` unit's share of the work.
+const HYBRID_WORDS: usize = 5;
+
+/// The CRC alone (no copy, no sum) over superblocks of `S = 128·NV + 3·8·NW·NV` octets
+/// while they fit, with the `crc32` instruction's unit working beside the carry-less
+/// multiplier (on this machine each alone gives about 8 octets per cycle): the first
+/// `128·NV` octets of a superblock are folded as in [`vpclmul`], the rest go through three
+/// `crc32` streams of `I = 8·NW·NV` octets, `NW` words of each per vector round.
+///
+/// Each superblock's parts start from a zero register and are combined, with the register
+/// from before the superblock, by shifts (`consts::shift_operand`):
+/// `reg·x^(8S) + v·x^(8·3I) + a·x^(8·2I) + b·x^(8I) + c`; the combination is off the
+/// superblocks' critical path. Returns the register and the octets done (a multiple of 8).
+///
+/// (With the copy and the sum as well, this split measured slower than [`vpclmul`]'s own
+/// loop on this machine, so those variants do not use it.)
+///
+/// # Safety
+///
+/// The CPU has AVX2, VPCLMULQDQ, PCLMULQDQ and SSE4.2; `src` is valid for reads of `len`
+/// octets.
+#[inline]
+#[target_feature(enable = "avx2,vpclmulqdq,pclmulqdq,sse4.1,sse4.2")]
+unsafe fn crc_superblocks<const NV: usize, const NW: usize>(
+    src: *const u8,
+    len: usize,
+    mut reg: u32,
+) -> (u32, usize) {
+    let i_len: usize = 8 * NW * NV;
+    let v_len: usize = 128 * NV;
+    let s_len: usize = v_len + 3 * i_len;
+    if len < s_len {
+        return (reg, 0);
+    }
+    let k_s = _mm_cvtsi32_si128(const { shift_operand((128 * NV + 24 * NW * NV) as u32) } as i32);
+    let k_v = _mm_cvtsi32_si128(const { shift_operand((24 * NW * NV) as u32) } as i32);
+    let k_a = _mm_cvtsi32_si128(const { shift_operand((16 * NW * NV) as u32) } as i32);
+    let k_b = _mm_cvtsi32_si128(const { shift_operand((8 * NW * NV) as u32) } as i32);
+    let k = fold_k256::<1024>();
+    let mut off = 0;
+    while len - off >= s_len {
+        let (mut ra, mut rb, mut rc) = (0u64, 0u64, 0u64);
+        let mut i = off + v_len;
+        // SAFETY: `off + 128 <= len`, in the source range.
+        let (mut a0, mut a1, mut a2, mut a3) = unsafe {
+            (
+                take256::<false>(core::ptr::null_mut(), src, off),
+                take256::<false>(core::ptr::null_mut(), src, off + 32),
+                take256::<false>(core::ptr::null_mut(), src, off + 64),
+                take256::<false>(core::ptr::null_mut(), src, off + 96),
+            )
+        };
+        for round in 0..NV {
+            if round > 0 {
+                let v = off + 128 * round;
+                // SAFETY: `v + 128 <= off + v_len <= len`, in the source range.
+                let (x0, x1, x2, x3) = unsafe {
+                    (
+                        take256::<false>(core::ptr::null_mut(), src, v),
+                        take256::<false>(core::ptr::null_mut(), src, v + 32),
+                        take256::<false>(core::ptr::null_mut(), src, v + 64),
+                        take256::<false>(core::ptr::null_mut(), src, v + 96),
+                    )
+                };
+                a0 = _mm256_xor_si256(fold256(a0, k), x0);
+                a1 = _mm256_xor_si256(fold256(a1, k), x1);
+                a2 = _mm256_xor_si256(fold256(a2, k), x2);
+                a3 = _mm256_xor_si256(fold256(a3, k), x3);
+            }
+            for _ in 0..NW {
+                // SAFETY: `i + 2 * i_len + 8 <= off + s_len <= len`: all three words in
+                // the source range (unaligned reads).
+                let (wa, wb, wc) = unsafe {
+                    (
+                        src.add(i).cast::<u64>().read_unaligned(),
+                        src.add(i + i_len).cast::<u64>().read_unaligned(),
+                        src.add(i + 2 * i_len).cast::<u64>().read_unaligned(),
+                    )
+                };
+                ra = _mm_crc32_u64(ra, wa);
+                rb = _mm_crc32_u64(rb, wb);
+                rc = _mm_crc32_u64(rc, wc);
+                i += 8;
+            }
+        }
+        let f01 = _mm256_xor_si256(
+            fold256(a0, fold_k256::<768>()),
+            fold256(a1, fold_k256::<512>()),
+        );
+        let f23 = _mm256_xor_si256(fold256(a2, fold_k256::<256>()), a3);
+        let a = _mm256_xor_si256(f01, f23);
+        let r = _mm_xor_si128(
+            fold128(_mm256_castsi256_si128(a), fold_k128::<128>()),
+            _mm256_extracti128_si256(a, 1),
+        );
+        let rv = finish_remainder(r);
+        let t = _mm_xor_si128(
+            _mm_xor_si128(
+                _mm_clmulepi64_si128(_mm_cvtsi32_si128(reg as i32), k_s, 0x00),
+                _mm_clmulepi64_si128(_mm_cvtsi32_si128(rv as i32), k_v, 0x00),
+            ),
+            _mm_xor_si128(
+                _mm_clmulepi64_si128(_mm_cvtsi64_si128(ra as i64), k_a, 0x00),
+                _mm_clmulepi64_si128(_mm_cvtsi64_si128(rb as i64), k_b, 0x00),
+            ),
+        );
+        reg = (_mm_crc32_u64(0, _mm_cvtsi128_si64(t) as u64) ^ rc) as u32;
+        off += s_len;
+    }
+    (reg, off)
+}
+
+/// The word sums of four vectors, added pairwise.
+#[inline]
+#[target_feature(enable = "avx2")]
+fn sum4(x0: __m256i, x1: __m256i, x2: __m256i, x3: __m256i) -> __m256i {
+    _mm256_add_epi64(
+        _mm256_add_epi64(words256(x0), words256(x1)),
+        _mm256_add_epi64(words256(x2), words256(x3)),
+    )
+}
+
+// ---------------------------------------------------------------------------------------
+// The `crc32` instruction alone.
+
+/// The SSE4.2 kernel for a CPU without PCLMULQDQ: one stream of `crc32` (latency-bound:
+/// one 8-octet word per instruction latency), scalar sum and copy.
+///
+/// # Safety
+///
+/// The CPU has SSE4.2; `src` is valid for reads of `len` octets; if `COPY`, `dst` is valid
+/// for writes of `len` octets and does not overlap it.
+#[target_feature(enable = "sse4.2")]
+pub(super) unsafe fn sse42_one<const COPY: bool, const SUM: bool>(
+    dst: *mut u8,
+    src: *const u8,
+    len: usize,
+    crc: u32,
+) -> (u32, u64) {
+    let mut acc: u128 = 0;
+    // SAFETY: the ranges as the caller vouches; offset 0.
+    let reg = unsafe { tail::<COPY, SUM>(dst, src, 0, len, !crc, &mut acc) };
+    (!reg, if SUM { sum::finish(acc) } else { 0 })
+}
+
+/// The SSE4.2 kernel when PCLMULQDQ is there too: three interleaved `crc32` streams over
+/// the thirds of each block (enough to keep the instruction's pipeline full), the first two
+/// registers then shifted over the rest of the block by a carry-less multiply
+/// (`consts::shift_operand`) and combined with the third.
+///
+/// # Safety
+///
+/// The CPU has SSE4.2 and PCLMULQDQ; `src` is valid for reads of `len` octets; if `COPY`,
+/// `dst` is valid for writes of `len` octets and does not overlap it.
+#[target_feature(enable = "sse4.2,pclmulqdq")]
+pub(super) unsafe fn sse42_three<const COPY: bool, const SUM: bool>(
+    dst: *mut u8,
+    src: *const u8,
+    len: usize,
+    crc: u32,
+) -> (u32, u64) {
+    let mut reg = !crc;
+    let mut acc = [0u128; 3];
+    let mut off = 0;
+    // SAFETY: the ranges as the caller vouches; the blocks stay inside `len`.
+    reg = unsafe { three_streams::<1024, COPY, SUM>(dst, src, &mut off, len, reg, &mut acc) };
+    // SAFETY: as above.
+    reg = unsafe { three_streams::<128, COPY, SUM>(dst, src, &mut off, len, reg, &mut acc) };
+    // No overflow: each is below `len / 8 * 2^64`.
+    let mut acc = acc[0] + acc[1] + acc[2];
+    // SAFETY: `off` is a multiple of 8, at most `len`; the ranges as the caller vouches.
+    reg = unsafe { tail::<COPY, SUM>(dst, src, off, len, reg, &mut acc) };
+    (!reg, if SUM { sum::finish(acc) } else { 0 })
+}
+
+/// Runs blocks of `3 * B` octets from `*off` while they fit in `len`, advancing `*off`;
+/// returns the register.
+///
+/// # Safety
+///
+/// As [`sse42_three`], with `*off <= len`.
+#[inline]
+#[target_feature(enable = "sse4.2,pclmulqdq")]
+unsafe fn three_streams<const B: usize, const COPY: bool, const SUM: bool>(
+    dst: *mut u8,
+    src: *const u8,
+    off: &mut usize,
+    len: usize,
+    mut reg: u32,
+    acc: &mut [u128; 3],
+) -> u32 {
+    const { assert!(B.is_multiple_of(8) && B >= 8) };
+    let k_a = _mm_cvtsi32_si128(const { shift_operand(2 * B as u32) } as i32);
+    let k_b = _mm_cvtsi32_si128(const { shift_operand(B as u32) } as i32);
+    while len - *off >= 3 * B {
+        let (mut ra, mut rb, mut rc) = (u64::from(reg), 0u64, 0u64);
+        let mut i = *off;
+        let end = *off + B;
+        while i < end {
+            // SAFETY: `i + 2 * B + 8 <= *off + 3 * B <= len`: all three words in range.
+            let (wa, wb, wc) = unsafe {
+                (
+                    src.add(i).cast::<u64>().read_unaligned(),
+                    src.add(i + B).cast::<u64>().read_unaligned(),
+                    src.add(i + 2 * B).cast::<u64>().read_unaligned(),
+                )
+            };
+            if COPY {
+                // SAFETY: as above, for the destination range.
+                unsafe {
+                    dst.add(i).cast::<u64>().write_unaligned(wa);
+                    dst.add(i + B).cast::<u64>().write_unaligned(wb);
+                    dst.add(i + 2 * B).cast::<u64>().write_unaligned(wc);
+                }
+            }
+            ra = _mm_crc32_u64(ra, wa);
+            rb = _mm_crc32_u64(rb, wb);
+            rc = _mm_crc32_u64(rc, wc);
+            if SUM {
+                acc[0] += u128::from(wa);
+                acc[1] += u128::from(wb);
+                acc[2] += u128::from(wc);
+            }
+            i += 8;
+        }
+        // ra·x^(16B) + rb·x^(8B) + rc: both products then one `crc32` of their sum.
+        let t = _mm_xor_si128(
+            _mm_clmulepi64_si128(_mm_cvtsi64_si128(ra as i64), k_a, 0x00),
+            _mm_clmulepi64_si128(_mm_cvtsi64_si128(rb as i64), k_b, 0x00),
+        );
+        reg = (_mm_crc32_u64(0, _mm_cvtsi128_si64(t) as u64) ^ rc) as u32;
+        *off += 3 * B;
+    }
+    reg
+}

@@ -1,0 +1,12 @@
+//! The fast path's machine-level pieces: the one crate of the dataplane (besides the DPDK
+//! bindings) where `unsafe` lives, each block with a `SAFETY:` comment, behind a safe API,
+//! and tested against a safe reference.
+//!
+//! * [`kernels`]: one pass over a run of octets that copies it, advances a CRC32c and
+//!   takes its one's complement sum (RFC 1071), with the kernel chosen at run time for the
+//!   CPU (VPCLMULQDQ + AVX2, PCLMULQDQ + SSE4.2, SSE4.2, or a portable one).
+//! * [`regmem`]: registered memory as real memory: page-aligned regions we allocate, or a
+//!   consumer's own buffer registered in place (as `ibv_reg_mr` does).
+
+pub mod kernels;
+pub mod regmem;

@@ -1,0 +1,570 @@
+//! Registered memory as real memory: the storage of an RDMA memory region.
+//!
+//! A [`RegionMemory`] is a run of octets that two threads share: the poll-mode core places
+//! the peer's data into it (RDMA Write, Read Response, Send) and reads from it (RDMA Read,
+//! Send and Write sources), while the consumer reads and writes it too. It is one of
+//!
+//! * memory we allocate ([`RegionMemory::allocate`]): zeroed and page-aligned;
+//! * a buffer the consumer hands over ([`RegionMemory::from_boxed`]), freed with the region;
+//! * a consumer's own buffer registered in place ([`RegionMemory::from_raw_parts`], as
+//!   `ibv_reg_mr` does): the caller keeps it alive, unmoved, until the region is
+//!   deregistered ([`RegionMemory::revoke`]), and revocation waits for any copy in
+//!   progress, so once it returns no thread touches the buffer again;
+//! * memory of another allocator, hugepages for instance, with the function that frees it
+//!   ([`RegionMemory::from_raw_parts_with_free`]).
+//!
+//! Every copy is a plain copy through raw pointers (one pass of the [`crate::kernels`] when
+//! a CRC32c and a sum are wanted too); no Rust reference to the memory is ever made, since
+//! another thread may be copying into or out of it at the same moment, as a NIC's DMA may.
+//! As with a hardware RNIC, octets that the peer is placing while the consumer reads them
+//! have no defined value until the message completes, with one exception that pollers rely
+//! on: [`RegionMemory::write_last_visible_last`] stores the final octet of a placement
+//! last, with Release, so a poller that sees it with [`RegionMemory::load_u8_acquire`]
+//! sees every octet before it.
+//!
+//! Offsets and lengths are checked on every access: nothing here panics or touches memory
+//! outside the region on bad input; accesses return [`AccessError`].
+
+use std::alloc::{self, Layout};
+use std::fmt;
+use std::ptr::NonNull;
+use std::sync::atomic::{fence, AtomicU32, AtomicU8, Ordering};
+
+use crate::kernels;
+
+/// The page size regions we allocate are aligned to.
+pub const PAGE: usize = 4096;
+
+/// Why an access to region memory was refused.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum AccessError {
+    /// The range is not inside the region.
+    OutOfBounds,
+    /// The region was revoked (deregistered): its memory is no longer ours to touch.
+    Revoked,
+}
+
+impl fmt::Display for AccessError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            AccessError::OutOfBounds => "range outside the memory region",
+            AccessError::Revoked => "memory region deregistered",
+        })
+    }
+}
+
+impl std::error::Error for AccessError {}
+
+/// The region's storage could not be allocated.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct AllocError {
+    /// Octets asked for.
+    pub len: usize,
+}
+
+impl fmt::Display for AllocError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "could not allocate {} octets of region memory", self.len)
+    }
+}
+
+impl std::error::Error for AllocError {}
+
+/// A function that frees memory of another allocator, given its address and length.
+pub type FreeFn = Box<dyn FnOnce(*mut u8, usize) + Send + Sync>;
+
+/// Who owns the octets, and so how they are given back.
+enum Owner {
+    /// `std::alloc` with this layout (len > 0).
+    Allocated(Layout),
+    /// A `Box<[u8]>` taken apart (rebuilt and dropped at the end).
+    Boxed,
+    /// The consumer's; nothing to free.
+    Borrowed,
+    /// Another allocator's, freed by this function.
+    Foreign(Option<FreeFn>),
+    /// Nothing (a region of no octets).
+    Empty,
+}
+
+/// The gate of a region whose memory can be revoked: the count of copies in progress, and
+/// the revoked bit.
+const REVOKED: u32 = 1 << 31;
+
+/// The storage of one memory region (see the module docs).
+pub struct RegionMemory {
+    ptr: NonNull<u8>,
+    len: usize,
+    owner: Owner,
+    /// Copies in progress and the revoked bit. Only borrowed and foreign memory pass
+    /// through it ([`RegionMemory::gated`]): memory the region owns lives as long as the
+    /// region does.
+    gate: AtomicU32,
+    gated: bool,
+}
+
+// SAFETY: the region owns its memory, or its creator promised (from_raw_parts*) that the
+// memory stays valid until revocation; every access goes through raw pointers or atomics
+// (never a reference), so sharing the pointer between threads adds no aliasing claim.
+unsafe impl Send for RegionMemory {}
+// SAFETY: as for Send: `&RegionMemory` only allows raw-pointer copies and atomic accesses.
+unsafe impl Sync for RegionMemory {}
+
+impl fmt::Debug for RegionMemory {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let kind = match self.owner {
+            Owner::Allocated(_) => "allocated",
+            Owner::Boxed => "boxed",
+            Owner::Borrowed => "borrowed",
+            Owner::Foreign(_) => "foreign",
+            Owner::Empty => "empty",
+        };
+        f.debug_struct("RegionMemory")
+            .field("kind", &kind)
+            .field("len", &self.len)
+            .field("revoked", &self.is_revoked())
+            .finish()
+    }
+}
+
+/// A copy in progress: holds the gate open (see [`RegionMemory::enter`]).
+struct Pass<'a>(Option<&'a AtomicU32>);
+
+impl Drop for Pass<'_> {
+    fn drop(&mut self) {
+        if let Some(g) = self.0 {
+            g.fetch_sub(1, Ordering::Release);
+        }
+    }
+}
+
+impl RegionMemory {
+    fn with(ptr: NonNull<u8>, len: usize, owner: Owner, gated: bool) -> Self {
+        RegionMemory {
+            ptr,
+            len,
+            owner,
+            gate: AtomicU32::new(0),
+            gated,
+        }
+    }
+
+    /// `len` zeroed octets, page-aligned.
+    pub fn allocate(len: usize) -> Result<Self, AllocError> {
+        if len == 0 {
+            return Ok(Self::with(NonNull::dangling(), 0, Owner::Empty, false));
+        }
+        let layout = Layout::from_size_align(len, PAGE).map_err(|_| AllocError { len })?;
+        // SAFETY: the layout has a nonzero size (len > 0).
+        let p = unsafe { alloc::alloc_zeroed(layout) };
+        let ptr = NonNull::new(p).ok_or(AllocError { len })?;
+        Ok(Self::with(ptr, len, Owner::Allocated(layout), false))
+    }
+
+    /// The consumer's buffer, handed over: the region owns it from now on and frees it
+    /// when dropped.
+    pub fn from_boxed(buf: Box<[u8]>) -> Self {
+        let len = buf.len();
+        if len == 0 {
+            return Self::with(NonNull::dangling(), 0, Owner::Empty, false);
+        }
+        let p = Box::into_raw(buf).cast::<u8>();
+        // SAFETY: Box::into_raw never returns null.
+        let ptr = unsafe { NonNull::new_unchecked(p) };
+        Self::with(ptr, len, Owner::Boxed, false)
+    }
+
+    /// A consumer's own buffer registered in place, as `ibv_reg_mr` registers one.
+    ///
+    /// # Safety
+    ///
+    /// `ptr` must be valid for reads and writes of `len` octets, and stay so (allocated,
+    /// not moved, not freed) until [`RegionMemory::revoke`] has returned or the region is
+    /// dropped, whichever comes first. While registered, the octets may be changed at any
+    /// time by the peer (through the core) as a NIC's DMA would change them: the caller
+    /// must not hold a Rust reference (`&[u8]`, `&mut [u8]`) to them across such a time,
+    /// and reads them through this region (or raw pointers) instead.
+    pub unsafe fn from_raw_parts(ptr: *mut u8, len: usize) -> Self {
+        match NonNull::new(ptr) {
+            Some(p) if len > 0 => Self::with(p, len, Owner::Borrowed, true),
+            _ => Self::with(NonNull::dangling(), 0, Owner::Empty, false),
+        }
+    }
+
+    /// Memory of another allocator (hugepages from DPDK, say), freed by `free(ptr, len)`
+    /// once the region is revoked and dropped.
+    ///
+    /// # Safety
+    ///
+    /// As for [`RegionMemory::from_raw_parts`], and `free` must be the right way to give
+    /// this memory back; it is called once, after the last access.
+    pub unsafe fn from_raw_parts_with_free(ptr: *mut u8, len: usize, free: FreeFn) -> Self {
+        match NonNull::new(ptr) {
+            Some(p) if len > 0 => Self::with(p, len, Owner::Foreign(Some(free)), true),
+            _ => {
+                free(ptr, len);
+                Self::with(NonNull::dangling(), 0, Owner::Empty, false)
+            }
+        }
+    }
+
+    /// Octets in the region.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Whether the region has no octets.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// The address of the first octet (for the consumer that registered its own buffer,
+    /// or to hand to a device). Use it only as the [`RegionMemory::from_raw_parts`]
+    /// contract allows.
+    pub fn as_ptr(&self) -> *mut u8 {
+        self.ptr.as_ptr()
+    }
+
+    /// Whether the region was revoked.
+    pub fn is_revoked(&self) -> bool {
+        self.gate.load(Ordering::Acquire) & REVOKED != 0
+    }
+
+    /// Ends every access to the memory: later copies fail with
+    /// [`AccessError::Revoked`], and this returns only once copies in progress have
+    /// finished, so that the owner of borrowed memory may free it right after. Returns
+    /// whether this call revoked it (false if it was already).
+    pub fn revoke(&self) -> bool {
+        let before = self.gate.fetch_or(REVOKED, Ordering::AcqRel);
+        // A copy takes a few microseconds at most; spin, then yield.
+        let mut spins = 0u32;
+        while self.gate.load(Ordering::Acquire) & !REVOKED != 0 {
+            spins += 1;
+            if spins < 1000 {
+                std::hint::spin_loop();
+            } else {
+                std::thread::yield_now();
+            }
+        }
+        before & REVOKED == 0
+    }
+
+    /// Opens the gate for one copy of `len` octets at `offset`: checks the range and that
+    /// the region is not revoked, and keeps it from being revoked until the pass drops.
+    fn enter(&self, offset: usize, len: usize) -> Result<Pass<'_>, AccessError> {
+        match offset.checked_add(len) {
+            Some(end) if end <= self.len => {}
+            _ => return Err(AccessError::OutOfBounds),
+        }
+        if !self.gated {
+            if self.gate.load(Ordering::Relaxed) & REVOKED != 0 {
+                return Err(AccessError::Revoked);
+            }
+            return Ok(Pass(None));
+        }
+        let prev = self.gate.fetch_add(1, Ordering::Acquire);
+        let pass = Pass(Some(&self.gate));
+        if prev & REVOKED != 0 {
+            return Err(AccessError::Revoked);
+        }
+        Ok(pass)
+    }
+
+    /// The address of octet `offset` (in bounds, checked by the caller).
+    fn at(&self, offset: usize) -> *mut u8 {
+        // SAFETY: callers pass offsets at most `len` (checked by `enter`), so the result
+        // is inside the allocation or one past its end.
+        unsafe { self.ptr.as_ptr().add(offset) }
+    }
+
+    /// Copies `data` to region offset `offset`.
+    pub fn write(&self, offset: usize, data: &[u8]) -> Result<(), AccessError> {
+        let _pass = self.enter(offset, data.len())?;
+        // SAFETY: the range is inside the region (checked by `enter`), which stays valid
+        // while the pass is held; `data` is a slice of other memory (a `&[u8]` cannot
+        // point into a region, which hands out no references).
+        unsafe { std::ptr::copy_nonoverlapping(data.as_ptr(), self.at(offset), data.len()) };
+        Ok(())
+    }
+
+    /// Copies `data` to region offset `offset` so that its final octet is stored last,
+    /// with Release: a poller that sees it ([`RegionMemory::load_u8_acquire`]) sees all of
+    /// `data`.
+    pub fn write_last_visible_last(&self, offset: usize, data: &[u8]) -> Result<(), AccessError> {
+        let _pass = self.enter(offset, data.len())?;
+        let Some((&last, body)) = data.split_last() else {
+            return Ok(());
+        };
+        // SAFETY: as in `write`, for the first `len - 1` octets.
+        unsafe { std::ptr::copy_nonoverlapping(body.as_ptr(), self.at(offset), body.len()) };
+        // SAFETY: octet offset + len - 1 is inside the region; an AtomicU8 has the size
+        // and alignment of a u8, and every access to this octet that may race with this
+        // one is atomic (pollers use `load_u8_acquire`).
+        let cell = unsafe { AtomicU8::from_ptr(self.at(offset + body.len())) };
+        cell.store(last, Ordering::Release);
+        Ok(())
+    }
+
+    /// Copies `out.len()` octets from region offset `offset` into `out`.
+    pub fn read(&self, offset: usize, out: &mut [u8]) -> Result<(), AccessError> {
+        let _pass = self.enter(offset, out.len())?;
+        // SAFETY: the range is inside the region, valid while the pass is held; `out` is
+        // other memory.
+        unsafe { std::ptr::copy_nonoverlapping(self.at(offset), out.as_mut_ptr(), out.len()) };
+        Ok(())
+    }
+
+    /// Appends `len` octets from region offset `offset` to `out`.
+    pub fn append_to(
+        &self,
+        offset: usize,
+        len: usize,
+        out: &mut Vec<u8>,
+    ) -> Result<(), AccessError> {
+        let _pass = self.enter(offset, len)?;
+        out.reserve(len);
+        let start = out.len();
+        // SAFETY: `reserve` made room for `len` more octets past `start`; the source range
+        // is inside the region, valid while the pass is held. The octets are initialized
+        // by the copy before `set_len` makes them part of the vector.
+        unsafe {
+            std::ptr::copy_nonoverlapping(self.at(offset), out.as_mut_ptr().add(start), len);
+            out.set_len(start + len);
+        }
+        Ok(())
+    }
+
+    /// Appends `len` octets from region offset `offset` to `out` in one pass that also
+    /// advances the CRC32c `crc` and takes the octets' one's complement sum
+    /// ([`kernels::copy_crc32c_sum`]'s conventions): returns the new CRC and the sum.
+    pub fn append_crc32c_sum(
+        &self,
+        offset: usize,
+        len: usize,
+        out: &mut Vec<u8>,
+        crc: u32,
+    ) -> Result<(u32, u64), AccessError> {
+        let _pass = self.enter(offset, len)?;
+        out.reserve(len);
+        let start = out.len();
+        // SAFETY: as in `append_to`: room for `len` octets past `start`, a source range
+        // inside the region, the two not overlapping; the kernel writes all `len` octets
+        // before `set_len`.
+        let r = unsafe {
+            let r = kernels::copy_crc32c_sum_raw(
+                out.as_mut_ptr().add(start),
+                self.at(offset),
+                len,
+                crc,
+            );
+            out.set_len(start + len);
+            r
+        };
+        Ok(r)
+    }
+
+    /// The octet at `offset`, loaded with Acquire (the reading side of
+    /// [`RegionMemory::write_last_visible_last`]).
+    pub fn load_u8_acquire(&self, offset: usize) -> Result<u8, AccessError> {
+        let _pass = self.enter(offset, 1)?;
+        // SAFETY: the octet is inside the region; see `write_last_visible_last`.
+        let cell = unsafe { AtomicU8::from_ptr(self.at(offset)) };
+        Ok(cell.load(Ordering::Acquire))
+    }
+
+    /// Sets every octet to `byte`.
+    pub fn fill(&self, byte: u8) -> Result<(), AccessError> {
+        let _pass = self.enter(0, self.len)?;
+        // SAFETY: the whole region, valid while the pass is held.
+        unsafe { std::ptr::write_bytes(self.ptr.as_ptr(), byte, self.len) };
+        // Fills are the consumer's set-up; order them before what the consumer does next
+        // with the region (posting a work request that names it).
+        fence(Ordering::Release);
+        Ok(())
+    }
+}
+
+impl Drop for RegionMemory {
+    fn drop(&mut self) {
+        self.revoke();
+        let (ptr, len) = (self.ptr.as_ptr(), self.len);
+        match std::mem::replace(&mut self.owner, Owner::Empty) {
+            // SAFETY: allocated by `allocate` with this layout, freed once.
+            Owner::Allocated(layout) => unsafe { alloc::dealloc(ptr, layout) },
+            Owner::Boxed => {
+                // SAFETY: taken apart by `from_boxed` from a Box<[u8]> of `len` octets;
+                // rebuilt once.
+                drop(unsafe { Box::from_raw(std::ptr::slice_from_raw_parts_mut(ptr, len)) });
+            }
+            Owner::Foreign(Some(free)) => free(ptr, len),
+            Owner::Foreign(None) | Owner::Borrowed | Owner::Empty => {}
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+    use std::sync::Arc;
+
+    #[test]
+    fn allocated_is_zeroed_and_page_aligned() {
+        let m = RegionMemory::allocate(10_000).unwrap();
+        assert_eq!(m.as_ptr() as usize % PAGE, 0);
+        let mut v = vec![1u8; 10_000];
+        m.read(0, &mut v).unwrap();
+        assert!(v.iter().all(|&b| b == 0));
+        assert!(RegionMemory::allocate(0).unwrap().is_empty());
+        assert!(RegionMemory::allocate(usize::MAX).is_err());
+    }
+
+    #[test]
+    fn bounds_are_checked() {
+        let m = RegionMemory::allocate(100).unwrap();
+        assert_eq!(m.write(90, &[0; 11]), Err(AccessError::OutOfBounds));
+        assert_eq!(m.write(usize::MAX, &[0; 2]), Err(AccessError::OutOfBounds));
+        assert_eq!(m.read(101, &mut []), Err(AccessError::OutOfBounds));
+        assert_eq!(m.load_u8_acquire(100), Err(AccessError::OutOfBounds));
+        let mut out = Vec::new();
+        assert_eq!(m.append_to(50, 51, &mut out), Err(AccessError::OutOfBounds));
+        assert_eq!(
+            m.append_crc32c_sum(99, 2, &mut out, 0),
+            Err(AccessError::OutOfBounds)
+        );
+        assert!(out.is_empty());
+        assert_eq!(m.write(100, &[]), Ok(()));
+    }
+
+    #[test]
+    fn last_octet_and_fill() {
+        let m = RegionMemory::allocate(37).unwrap();
+        m.fill(0xAA).unwrap();
+        let data: Vec<u8> = (0..30).collect();
+        m.write_last_visible_last(3, &data).unwrap();
+        assert_eq!(m.load_u8_acquire(32), Ok(29));
+        let mut all = vec![0; 37];
+        m.read(0, &mut all).unwrap();
+        assert_eq!(&all[..3], &[0xAA; 3]);
+        assert_eq!(&all[3..33], &data[..]);
+        assert_eq!(&all[33..], &[0xAA; 4]);
+        m.write_last_visible_last(5, &[]).unwrap();
+    }
+
+    #[test]
+    fn boxed_and_borrowed_memory() {
+        let m = RegionMemory::from_boxed(vec![7u8; 64].into_boxed_slice());
+        let mut out = Vec::new();
+        m.append_to(60, 4, &mut out).unwrap();
+        assert_eq!(out, [7; 4]);
+
+        let mut mine = vec![0u8; 256];
+        // SAFETY: `mine` outlives the region, is not moved, and is not referenced while
+        // the region is alive (read back only after it is dropped).
+        let m = unsafe { RegionMemory::from_raw_parts(mine.as_mut_ptr(), mine.len()) };
+        m.write(10, b"placed").unwrap();
+        assert!(m.revoke());
+        assert!(!m.revoke());
+        assert_eq!(m.write(0, b"x"), Err(AccessError::Revoked));
+        assert_eq!(m.read(0, &mut [0]), Err(AccessError::Revoked));
+        assert_eq!(m.load_u8_acquire(0), Err(AccessError::Revoked));
+        drop(m);
+        assert_eq!(&mine[10..16], b"placed");
+        assert_eq!(mine[0], 0);
+    }
+
+    #[test]
+    fn foreign_memory_is_freed_once_by_its_function() {
+        use std::sync::atomic::AtomicUsize;
+        static FREED: AtomicUsize = AtomicUsize::new(0);
+        let b = vec![0u8; 128].into_boxed_slice();
+        let len = b.len();
+        let p = Box::into_raw(b).cast::<u8>();
+        let free: FreeFn = Box::new(|p, len| {
+            FREED.fetch_add(1, Ordering::SeqCst);
+            // SAFETY: rebuilds the box taken apart above, once.
+            drop(unsafe { Box::from_raw(std::ptr::slice_from_raw_parts_mut(p, len)) });
+        });
+        // SAFETY: `p` is a live allocation of `len` octets, freed only by `free`.
+        let m = unsafe { RegionMemory::from_raw_parts_with_free(p, len, free) };
+        m.write(0, &[1; 128]).unwrap();
+        assert_eq!(FREED.load(Ordering::SeqCst), 0);
+        drop(m);
+        assert_eq!(FREED.load(Ordering::SeqCst), 1);
+    }
+
+    /// Revocation waits for a copy in progress and stops every later one, with another
+    /// thread copying all along.
+    #[test]
+    fn revoke_waits_for_copies_in_progress() {
+        let mut mine = vec![0u8; 1 << 20];
+        let ptr = mine.as_mut_ptr();
+        // SAFETY: `mine` outlives the region (revoked before `mine` is touched again).
+        let m = Arc::new(unsafe { RegionMemory::from_raw_parts(ptr, 1 << 20) });
+        let writer = {
+            let m = m.clone();
+            std::thread::spawn(move || {
+                let src = vec![0x5Au8; 1 << 20];
+                let mut n = 0u64;
+                while m.write(0, &src).is_ok() {
+                    n += 1;
+                }
+                n
+            })
+        };
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        m.revoke();
+        // No copy runs now: the buffer is ours again.
+        mine[0] = 1;
+        let n = writer.join().unwrap();
+        assert!(n > 0);
+        assert_eq!(mine[0], 1);
+        assert_eq!(mine[1], 0x5A);
+    }
+
+    proptest! {
+        /// Every copy agrees with a plain vector used as the model.
+        #[test]
+        fn copies_agree_with_a_model(
+            len in 0usize..300,
+            ops in proptest::collection::vec((0usize..320, proptest::collection::vec(any::<u8>(), 0..80), 0u8..4), 0..20),
+        ) {
+            let m = RegionMemory::allocate(len).unwrap();
+            let mut model = vec![0u8; len];
+            for (off, data, kind) in ops {
+                let fits = off + data.len() <= len;
+                match kind {
+                    0 => prop_assert_eq!(m.write(off, &data).is_ok(), fits),
+                    1 => prop_assert_eq!(m.write_last_visible_last(off, &data).is_ok(), fits),
+                    2 => {
+                        let mut out = vec![9u8; 3];
+                        let r = m.append_crc32c_sum(off, data.len(), &mut out, 0);
+                        prop_assert_eq!(r.is_ok(), fits);
+                        if fits {
+                            let want = &model[off..off + data.len()];
+                            prop_assert_eq!(&out[3..], want);
+                            let (crc, sum) = r.unwrap();
+                            prop_assert_eq!(crc, kernels::crc32c_append(0, want));
+                            prop_assert_eq!(kernels::fold_sum(sum), kernels::fold_sum(kernels::crc32c_sum(0, want).1));
+                        }
+                        continue;
+                    }
+                    _ => {
+                        let mut out = Vec::new();
+                        prop_assert_eq!(m.append_to(off, data.len(), &mut out).is_ok(), fits);
+                        if fits {
+                            prop_assert_eq!(&out[..], &model[off..off + data.len()]);
+                        }
+                        continue;
+                    }
+                }
+                if fits {
+                    model[off..off + data.len()].copy_from_slice(&data);
+                }
+            }
+            let mut all = vec![0u8; len];
+            m.read(0, &mut all).unwrap();
+            prop_assert_eq!(all, model);
+        }
+    }
+}
