@@ -36,8 +36,8 @@ pub use dataplane::port::PortStats;
 pub use dataplane::rings::{conn_core, ConnId, QpRingState, Terminates};
 use dataplane::rings::{CqRing, QpRings};
 pub use proto::qp::{
-    Access, Completion, MemoryRegion, MrError, MrTable, RecvWr, SendOp, SendWr, Sge, WcOpcode,
-    WcStatus,
+    Access, Completion, MemoryRegion, MrError, MrTable, RecvWr, RegionMemory, SendOp, SendWr, Sge,
+    WcOpcode, WcStatus,
 };
 
 use crate::cm::{self, CmHandle, CmRequest, QpSpec};
@@ -487,6 +487,15 @@ impl Drop for Mr {
     }
 }
 
+/// A fresh base TO for a region of `len` octets: distinct, page-aligned base TOs make a
+/// wrong STag/TO pair visible.
+fn next_base_to(len: usize) -> u64 {
+    static NEXT_BASE: std::sync::atomic::AtomicU64 =
+        std::sync::atomic::AtomicU64::new(0x1_0000_0000);
+    let span = (len as u64).div_ceil(4096).max(1) * 4096 + 4096;
+    NEXT_BASE.fetch_add(span, Ordering::Relaxed)
+}
+
 /// How to build a QP.
 #[derive(Debug, Clone)]
 pub struct QpInit {
@@ -525,12 +534,21 @@ impl Pd {
     /// fresh base address.
     pub fn reg_mr(&self, len: usize, access: Access) -> Result<Mr, MrError> {
         let table = self.dev.inner.mrs.clone();
-        // Distinct, page-aligned base TOs make a wrong STag/TO pair visible.
-        static NEXT_BASE: std::sync::atomic::AtomicU64 =
-            std::sync::atomic::AtomicU64::new(0x1_0000_0000);
-        let span = (len as u64).div_ceil(4096).max(1) * 4096 + 4096;
-        let base = NEXT_BASE.fetch_add(span, Ordering::Relaxed);
+        let base = next_base_to(len);
         let region = table.register(self.id, base, len, access)?;
+        Ok(Mr { region, table })
+    }
+
+    /// Registers `mem` with `access`, as `ibv_reg_mr` registers a buffer: memory we
+    /// allocate ([`RegionMemory::allocate`]), a buffer handed over
+    /// ([`RegionMemory::from_boxed`]), or the consumer's own buffer registered in place
+    /// ([`RegionMemory::from_raw_parts`], whose contract is the caller's: the buffer stays
+    /// alive and unmoved until the [`Mr`] is dropped, which waits for any copy in progress
+    /// before it returns). The region's TO range starts at a fresh base address.
+    pub fn reg_mr_memory(&self, mem: RegionMemory, access: Access) -> Result<Mr, MrError> {
+        let table = self.dev.inner.mrs.clone();
+        let base = next_base_to(mem.len());
+        let region = table.register_memory(self.id, base, mem, access)?;
         Ok(Mr { region, table })
     }
 

@@ -16,7 +16,7 @@ pub use engine::{
     Completion, PostError, Qp, QpConfig, QpState, QpStats, RecvWr, SendOp, SendWr, Sge, WcOpcode,
     WcStatus,
 };
-pub use mr::{Access, MemoryRegion, MrError, MrTable};
+pub use mr::{Access, AccessError, MemoryRegion, MrError, MrTable, RegionMemory};
 
 #[cfg(test)]
 mod tests;

@@ -2,19 +2,16 @@
 //!
 //! A [`MemoryRegion`] is the tagged buffer of RFC 5040/5041: a run of octets named by an
 //! STag, whose first octet has the Tagged Offset (TO) [`MemoryRegion::base_to`] (like a
-//! verbs virtual address). Its storage is a `Box<[AtomicU64]>`: the consumer thread and the
-//! core thread both read and write it without locks and without `unsafe`. Copies move
-//! eight octets at a time with relaxed atomics; partial words at either end of a range are
-//! merged with a compare-and-swap so that neighbouring octets written by another thread
-//! are never lost.
-//!
-//! Octet `i` of a region is octet `i % 8` of the native-endian representation of word
-//! `i / 8`.
+//! verbs virtual address). Its storage is a [`RegionMemory`] (crate `fastpath`, where the
+//! `unsafe` lives): real memory, page-aligned when we allocate it, or the consumer's own
+//! buffer registered in place, as `ibv_reg_mr` does ([`MrTable::register_memory`]; the
+//! caller keeps it alive and unmoved until deregistration, which waits for any copy in
+//! progress). Placement and reads are plain copies.
 //!
 //! Ordering: RDMA gives no ordering guarantee on the octets of a placement except that a
 //! poller watching the last octet of an RDMA Write sees the rest once it sees that one.
-//! [`MemoryRegion::write_last_visible_last`] provides exactly that (Release on the word
-//! holding the final octet), and [`MemoryRegion::load_u8_acquire`] is its reading side.
+//! [`MemoryRegion::write_last_visible_last`] provides exactly that (the final octet stored
+//! last, with Release), and [`MemoryRegion::load_u8_acquire`] is its reading side.
 //!
 //! An STag is a 24-bit index and an 8-bit key (`index << 8 | key`). [`MrTable`] draws
 //! both at random from a generator seeded by the operating system (ChaCha12), so a peer
@@ -29,9 +26,10 @@
 use std::collections::HashMap;
 use std::fmt;
 use std::ops::BitOr;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, RwLock};
 
+pub use fastpath::regmem::{AccessError, RegionMemory};
 use rand::rngs::{StdRng, SysRng};
 use rand::{RngExt, SeedableRng};
 
@@ -140,8 +138,7 @@ impl std::error::Error for MrError {}
 
 /// One registered memory region.
 pub struct MemoryRegion {
-    words: Box<[AtomicU64]>,
-    len: usize,
+    mem: RegionMemory,
     stag: u32,
     pd: u32,
     base_to: u64,
@@ -155,17 +152,25 @@ impl fmt::Debug for MemoryRegion {
             .field("stag", &format_args!("{:#010x}", self.stag))
             .field("pd", &self.pd)
             .field("base_to", &format_args!("{:#x}", self.base_to))
-            .field("len", &self.len)
+            .field("len", &self.len())
             .field("access", &self.access)
             .field("valid", &self.is_valid())
             .finish()
     }
 }
 
-const W: usize = 8;
+impl From<AccessError> for MrError {
+    fn from(e: AccessError) -> MrError {
+        match e {
+            AccessError::OutOfBounds => MrError::OutOfBounds,
+            AccessError::Revoked => MrError::Invalidated,
+        }
+    }
+}
 
 impl MemoryRegion {
-    /// A zeroed region outside any table (tests, or a caller with its own STag scheme).
+    /// A zeroed, page-aligned region outside any table (tests, or a caller with its own
+    /// STag scheme).
     pub fn new(
         stag: u32,
         pd: u32,
@@ -173,19 +178,27 @@ impl MemoryRegion {
         len: usize,
         access: Access,
     ) -> Result<MemoryRegion, MrError> {
-        let n = len.div_ceil(W);
-        let mut v: Vec<AtomicU64> = Vec::new();
-        v.try_reserve_exact(n).map_err(|_| MrError::AllocFailed)?;
-        v.extend((0..n).map(|_| AtomicU64::new(0)));
-        Ok(MemoryRegion {
-            words: v.into_boxed_slice(),
-            len,
+        let mem = RegionMemory::allocate(len).map_err(|_| MrError::AllocFailed)?;
+        Ok(MemoryRegion::with_memory(stag, pd, base_to, mem, access))
+    }
+
+    /// A region over `mem` (memory we allocated, a buffer the consumer handed over, or
+    /// one it registered in place: see [`RegionMemory`]) outside any table.
+    pub fn with_memory(
+        stag: u32,
+        pd: u32,
+        base_to: u64,
+        mem: RegionMemory,
+        access: Access,
+    ) -> MemoryRegion {
+        MemoryRegion {
+            mem,
             stag,
             pd,
             base_to,
             access,
             valid: AtomicBool::new(true),
-        })
+        }
     }
 
     /// The STag (24-bit index, 8-bit key).
@@ -205,17 +218,22 @@ impl MemoryRegion {
 
     /// Length in octets.
     pub fn len(&self) -> usize {
-        self.len
+        self.mem.len()
     }
 
     /// Whether the region has no octets.
     pub fn is_empty(&self) -> bool {
-        self.len == 0
+        self.mem.is_empty()
     }
 
     /// The access rights.
     pub fn access(&self) -> Access {
         self.access
+    }
+
+    /// The region's memory (its address, for a consumer that registered its own buffer).
+    pub fn memory(&self) -> &RegionMemory {
+        &self.mem
     }
 
     /// Whether the STag is still valid (not invalidated).
@@ -226,6 +244,14 @@ impl MemoryRegion {
     /// Invalidates the STag; true if it was valid.
     pub fn invalidate(&self) -> bool {
         self.valid.swap(false, Ordering::AcqRel)
+    }
+
+    /// Invalidates the STag and ends every access to the memory, waiting for a copy in
+    /// progress (deregistration: once this returns, a consumer's own buffer is its own
+    /// again).
+    pub fn revoke(&self) {
+        self.invalidate();
+        self.mem.revoke();
     }
 
     /// Checks an access of `len` octets at Tagged Offset `to` needing `need`, and returns
@@ -245,183 +271,49 @@ impl MemoryRegion {
             return Err(MrError::OutOfBounds);
         }
         let off = to - self.base_to;
-        let region_end = self.base_to.saturating_add(self.len as u64);
+        let region_end = self.base_to.saturating_add(self.len() as u64);
         if end > region_end {
             return Err(MrError::OutOfBounds);
         }
         usize::try_from(off).map_err(|_| MrError::OutOfBounds)
     }
 
-    fn range_ok(&self, offset: usize, len: usize) -> Result<(), MrError> {
-        match offset.checked_add(len) {
-            Some(end) if end <= self.len => Ok(()),
-            _ => Err(MrError::OutOfBounds),
-        }
-    }
-
-    /// Stores the octets `data` at `byte_in_word..` of word `wi`, keeping its other
-    /// octets (CAS loop), with `order` on success.
-    fn merge_word(&self, wi: usize, byte_in_word: usize, data: &[u8], order: Ordering) {
-        let Some(word) = self.words.get(wi) else {
-            return;
-        };
-        let mut mask = [0u8; W];
-        let mut val = [0u8; W];
-        for (i, &b) in data.iter().enumerate() {
-            if let (Some(m), Some(v)) = (
-                mask.get_mut(byte_in_word + i),
-                val.get_mut(byte_in_word + i),
-            ) {
-                *m = 0xFF;
-                *v = b;
-            }
-        }
-        let mask = u64::from_ne_bytes(mask);
-        let val = u64::from_ne_bytes(val);
-        if mask == u64::MAX {
-            word.store(val, order);
-            return;
-        }
-        let mut cur = word.load(Ordering::Relaxed);
-        loop {
-            let new = (cur & !mask) | val;
-            match word.compare_exchange_weak(cur, new, order, Ordering::Relaxed) {
-                Ok(_) => return,
-                Err(c) => cur = c,
-            }
-        }
-    }
-
-    /// Writes `data` at region offset `offset` with relaxed stores.
+    /// Copies `data` to region offset `offset`.
     pub fn write(&self, offset: usize, data: &[u8]) -> Result<(), MrError> {
-        self.range_ok(offset, data.len())?;
-        self.write_unchecked_range(offset, data, Ordering::Relaxed);
-        Ok(())
+        Ok(self.mem.write(offset, data)?)
     }
 
-    /// The copy loop; the range is known to be in bounds. `last_order` is used for the
-    /// word holding the final octet.
-    fn write_unchecked_range(&self, offset: usize, mut data: &[u8], last_order: Ordering) {
-        if data.is_empty() {
-            return;
-        }
-        let mut wi = offset / W;
-        let head = offset % W;
-        if head != 0 {
-            let n = (W - head).min(data.len());
-            let (h, rest) = data.split_at(n);
-            let order = if rest.is_empty() {
-                last_order
-            } else {
-                Ordering::Relaxed
-            };
-            self.merge_word(wi, head, h, order);
-            data = rest;
-            wi += 1;
-        }
-        let full = data.len() / W;
-        let tail_len = data.len() % W;
-        // The last full word gets `last_order` only when there is no tail.
-        let (body, tail) = data.split_at(full * W);
-        if let Some(words) = self.words.get(wi..wi + full) {
-            let nbody = words.len();
-            for (i, (w, c)) in words.iter().zip(body.chunks_exact(W)).enumerate() {
-                let mut a = [0u8; W];
-                a.copy_from_slice(c);
-                let order = if tail_len == 0 && i + 1 == nbody {
-                    last_order
-                } else {
-                    Ordering::Relaxed
-                };
-                w.store(u64::from_ne_bytes(a), order);
-            }
-        }
-        if !tail.is_empty() {
-            self.merge_word(wi + full, 0, tail, last_order);
-        }
-    }
-
-    /// Writes `data` at `offset` so that the octets before the last eight-octet word are
-    /// stored relaxed and the word holding the final octet is stored with Release: a
+    /// Copies `data` to `offset` so that the final octet is stored last, with Release: a
     /// poller that sees the final octet ([`load_u8_acquire`](Self::load_u8_acquire)) sees
     /// all of `data`.
     pub fn write_last_visible_last(&self, offset: usize, data: &[u8]) -> Result<(), MrError> {
-        self.range_ok(offset, data.len())?;
-        self.write_unchecked_range(offset, data, Ordering::Release);
-        Ok(())
+        Ok(self.mem.write_last_visible_last(offset, data)?)
     }
 
-    /// Reads `out.len()` octets at region offset `offset` (relaxed loads).
+    /// Copies `out.len()` octets at region offset `offset` into `out`.
     pub fn read(&self, offset: usize, out: &mut [u8]) -> Result<(), MrError> {
-        self.range_ok(offset, out.len())?;
-        let mut out = out;
-        let mut wi = offset / W;
-        let head = offset % W;
-        if head != 0 && !out.is_empty() {
-            let n = (W - head).min(out.len());
-            let (h, rest) = out.split_at_mut(n);
-            let v = self
-                .words
-                .get(wi)
-                .map_or(0, |w| w.load(Ordering::Relaxed))
-                .to_ne_bytes();
-            if let Some(src) = v.get(head..head + n) {
-                h.copy_from_slice(src);
-            }
-            out = rest;
-            wi += 1;
-        }
-        let full = out.len() / W;
-        let (body, tail) = out.split_at_mut(full * W);
-        if let Some(words) = self.words.get(wi..wi + full) {
-            for (w, c) in words.iter().zip(body.chunks_exact_mut(W)) {
-                c.copy_from_slice(&w.load(Ordering::Relaxed).to_ne_bytes());
-            }
-        }
-        if !tail.is_empty() {
-            let v = self
-                .words
-                .get(wi + full)
-                .map_or(0, |w| w.load(Ordering::Relaxed))
-                .to_ne_bytes();
-            let n = tail.len();
-            if let Some(src) = v.get(..n) {
-                tail.copy_from_slice(src);
-            }
-        }
-        Ok(())
+        Ok(self.mem.read(offset, out)?)
     }
 
     /// Appends `len` octets from region offset `offset` to `out`.
     pub fn append_to(&self, offset: usize, len: usize, out: &mut Vec<u8>) -> Result<(), MrError> {
-        self.range_ok(offset, len)?;
-        let start = out.len();
-        out.resize(start + len, 0);
-        let dst = out.get_mut(start..).unwrap_or_default();
-        self.read(offset, dst)
+        Ok(self.mem.append_to(offset, len, out)?)
     }
 
     /// The octet at `offset`, loaded with Acquire (for pollers; see
     /// [`write_last_visible_last`](Self::write_last_visible_last)); `None` out of range.
     pub fn load_u8_acquire(&self, offset: usize) -> Option<u8> {
-        if offset >= self.len {
-            return None;
-        }
-        let w = self.words.get(offset / W)?.load(Ordering::Acquire);
-        w.to_ne_bytes().get(offset % W).copied()
+        self.mem.load_u8_acquire(offset).ok()
     }
 
-    /// Sets every octet to `byte` (relaxed).
+    /// Sets every octet to `byte`.
     pub fn fill(&self, byte: u8) {
-        let v = u64::from_ne_bytes([byte; W]);
-        for w in self.words.iter() {
-            w.store(v, Ordering::Relaxed);
-        }
+        let _ = self.mem.fill(byte);
     }
 
     /// The whole region as a new vector (tests and diagnostics).
     pub fn to_vec(&self) -> Vec<u8> {
-        let mut v = vec![0u8; self.len];
+        let mut v = vec![0u8; self.len()];
         let _ = self.read(0, &mut v);
         v
     }
@@ -480,13 +372,27 @@ impl MrTable {
         }
     }
 
-    /// Registers a zeroed region of `len` octets whose first octet has TO `base_to`, under
-    /// a fresh random STag.
+    /// Registers a zeroed, page-aligned region of `len` octets whose first octet has TO
+    /// `base_to`, under a fresh random STag.
     pub fn register(
         &self,
         pd: u32,
         base_to: u64,
         len: usize,
+        access: Access,
+    ) -> Result<Arc<MemoryRegion>, MrError> {
+        let mem = RegionMemory::allocate(len).map_err(|_| MrError::AllocFailed)?;
+        self.register_memory(pd, base_to, mem, access)
+    }
+
+    /// Registers `mem` (see [`RegionMemory`]: memory we allocated, a buffer the consumer
+    /// handed over, or its own buffer registered in place) whose first octet has TO
+    /// `base_to`, under a fresh random STag.
+    pub fn register_memory(
+        &self,
+        pd: u32,
+        base_to: u64,
+        mem: RegionMemory,
         access: Access,
     ) -> Result<Arc<MemoryRegion>, MrError> {
         let mut s = self.inner.write().unwrap_or_else(|e| e.into_inner());
@@ -502,7 +408,7 @@ impl MrTable {
         };
         let key: u8 = s.rng.random();
         let stag = (index << 8) | u32::from(key);
-        let mr = Arc::new(MemoryRegion::new(stag, pd, base_to, len, access)?);
+        let mr = Arc::new(MemoryRegion::with_memory(stag, pd, base_to, mem, access));
         s.regions.insert(index, mr.clone());
         Ok(mr)
     }
@@ -516,15 +422,20 @@ impl MrTable {
         }
     }
 
-    /// Removes the region (and invalidates it, so holders of its `Arc` see it gone);
-    /// false if no region has this STag.
+    /// Removes the region, invalidates it (so holders of its `Arc` see it gone) and ends
+    /// every access to its memory, waiting for a copy in progress
+    /// ([`MemoryRegion::revoke`]); false if no region has this STag.
     pub fn deregister(&self, stag: u32) -> bool {
         let mut s = self.inner.write().unwrap_or_else(|e| e.into_inner());
         let index = stag >> 8;
         match s.regions.get(&index) {
             Some(mr) if mr.stag == stag => {
-                mr.invalidate();
+                let mr = mr.clone();
                 s.regions.remove(&index);
+                drop(s);
+                // Waits for a copy in progress: a consumer's own buffer is its own again
+                // once this returns.
+                mr.revoke();
                 true
             }
             _ => false,
