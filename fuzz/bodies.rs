@@ -2,7 +2,7 @@
 //! bounded run inside the normal test suite (`tests/fuzz_smoke.rs`). Each takes arbitrary
 //! octets and panics only on a real defect.
 
-use wire::mpa::deframe::Deframer;
+use wire::mpa::deframe::{CrcHints, Deframer};
 use wire::mpa::fpdu::FpduMode;
 use wire::mpa::startup_frame::{parse_with, Dialect, FrameKind, ParseOptions, Parsed};
 use wire::rdmap::{parse_segment, terminate_ulpdu, Terminate};
@@ -46,6 +46,23 @@ pub fn deframer(data: &[u8]) {
         }
     }
     assert!(total <= rest.len());
+    // The CRCs taken with the TCP sum (the receive path's one pass) never change what is
+    // delivered or the verdict: each chunk as a segment, hinted and not.
+    let mut hinted = Deframer::at_offset(mode, origin);
+    let mut plain = Deframer::at_offset(mode, origin);
+    let mut hints = CrcHints::new();
+    for c in rest.chunks(chunk.max(7) * 8) {
+        let sum = hints.take(mode, hinted.stream_offset(), c);
+        assert_eq!(sum, wire::tcp::checksum::data(c));
+        let (mut a, mut b) = (Vec::new(), Vec::new());
+        let ra = hinted.push_hinted(c, &hints, |f| a.push((f.stream_offset, f.ulpdu.len())));
+        let rb = plain.push(c, |f| b.push((f.stream_offset, f.ulpdu.len())));
+        assert_eq!(ra, rb);
+        assert_eq!(a, b);
+        if ra.is_err() {
+            break;
+        }
+    }
 }
 
 /// The DDP/RDMAP segment parser and the Terminate decoders: a parse error that names a

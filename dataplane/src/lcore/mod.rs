@@ -50,6 +50,7 @@ use proto::tcp::{
     self, Accepted, Connection, FourTuple, IsnGenerator, Listener, SynPolicy, TimeWait,
     TimeWaitAction,
 };
+use wire::mpa::deframe::CrcHints;
 use wire::mpa::deframe::Deframer;
 use wire::mpa::fpdu::{mulpdu, Framer};
 use wire::mpa::MpaErrorCode;
@@ -374,7 +375,8 @@ pub struct Core {
     tw_order: VecDeque<(FourTuple, Instant)>,
     next_passive: ConnId,
     next_port: u16,
-    ulpdu: Vec<u8>,
+    /// The CRC32c values taken with the TCP checksum of the segment being received.
+    crc_hints: CrcHints,
     stats: CoreStats,
     half_open: usize,
     startups: usize,
@@ -448,7 +450,7 @@ impl Core {
             tw_order: VecDeque::new(),
             next_passive: 1,
             next_port,
-            ulpdu: Vec::with_capacity(65536),
+            crc_hints: CrcHints::new(),
             stats: CoreStats::default(),
             half_open: 0,
             startups: 0,
@@ -729,12 +731,7 @@ impl Core {
                     return;
                 };
                 let linger = micros(now).saturating_add(dur_us(self.cfg.limits.linger));
-                let Core {
-                    table,
-                    ulpdu,
-                    stats,
-                    ..
-                } = self;
+                let Core { table, stats, .. } = self;
                 if let Some(c) = table.get_mut(t) {
                     c.close_reason.get_or_insert(CloseReason::Local);
                     if abort {
@@ -743,7 +740,7 @@ impl Core {
                         // Graceful: the work the consumer queued before disconnecting goes
                         // out first (as far as the send buffer takes it), then the FIN.
                         if let Phase::Fpdu(f) = &mut c.phase {
-                            run_qp(f, &mut c.tcp, ulpdu, stats);
+                            run_qp(f, &mut c.tcp, stats);
                         }
                         c.tcp.close();
                         c.linger_deadline.get_or_insert(linger);
@@ -853,7 +850,7 @@ impl Core {
         // message is deframed.
         f.rings.rearm_doorbell();
         take_work_requests(&mut f);
-        deframe_into(&mut f, &p.rx_pending);
+        deframe_into(&mut f, &p.rx_pending, &CrcHints::new());
         c.phase = Phase::Fpdu(f);
         c.startup_deadline = None;
         self.startups = self.startups.saturating_sub(1);
@@ -944,6 +941,7 @@ impl Core {
             time_wait,
             active,
             steer,
+            crc_hints,
             ..
         } = self;
         let steer = steer.as_ref();
@@ -1001,14 +999,60 @@ impl Core {
                 }
             }
             let check = verdict != RxChecksum::Good;
-            let Some(repr) = wire::tcp::segment_from_bytes_with(src, dst, segment, check) else {
-                stats.bad_segments += 1;
-                return;
+            // In FPDU mode the TCP checksum and the CRC32c of the FPDUs the segment holds
+            // are taken in one pass over its octets; the deframer uses those CRCs
+            // (`CrcHints`) instead of reading the octets again.
+            let fpdu_at = found
+                .and_then(|tok| table.get_mut(tok))
+                .and_then(|c| match &c.phase {
+                    Phase::Fpdu(f) if !c.gone && check => {
+                        Some((f.deframer.mode(), f.deframer.stream_offset()))
+                    }
+                    _ => None,
+                });
+            crc_hints.clear();
+            let repr = match fpdu_at {
+                Some((mode, pos)) => {
+                    let Some(repr) = wire::tcp::segment_from_bytes_with(src, dst, segment, false)
+                    else {
+                        stats.bad_segments += 1;
+                        return;
+                    };
+                    let header = &segment[..segment.len() - repr.payload.len()];
+                    let sum = crc_hints.take(mode, pos, repr.payload);
+                    let len = repr.payload.len();
+                    if !wire::tcp::checksum::verify_tcp_parts(src, dst, header, len, sum) {
+                        crc_hints.clear();
+                        stats.bad_segments += 1;
+                        return;
+                    }
+                    repr
+                }
+                None => {
+                    let Some(repr) = wire::tcp::segment_from_bytes_with(src, dst, segment, check)
+                    else {
+                        stats.bad_segments += 1;
+                        return;
+                    };
+                    repr
+                }
             };
             if let Some(tok) = found {
                 if let Some(c) = table.get_mut(tok) {
                     *last_rx = Some((tuple, tok));
-                    c.tcp.on_segment(now, &repr);
+                    match &mut c.phase {
+                        // In FPDU mode in-order data goes from the frame to the deframer
+                        // and the QP's placement, not through the TCP receive buffer.
+                        Phase::Fpdu(f) if !c.gone => {
+                            let mut n = 0;
+                            let hints = &*crc_hints;
+                            c.tcp.on_segment_deliver(now, &repr, &mut |_, data| {
+                                n += deframe_into(f, data, hints);
+                            });
+                            stats.fpdus_received += n as u64;
+                        }
+                        _ => c.tcp.on_segment(now, &repr),
+                    }
                     if !c.queued {
                         c.queued = true;
                         active.push(tok);
@@ -1128,7 +1172,6 @@ impl Core {
         let mut startup_ended = false;
         let Core {
             table,
-            ulpdu,
             stats,
             net,
             port,
@@ -1227,8 +1270,9 @@ impl Core {
             }
             Phase::Fpdu(f) => {
                 let mut n = 0;
+                let none = CrcHints::new();
                 c.tcp.recv(|_, data| {
-                    n += deframe_into(f, data);
+                    n += deframe_into(f, data, &none);
                 });
                 stats.fpdus_received += n as u64;
                 work += n;
@@ -1248,7 +1292,7 @@ impl Core {
         // QP work.
         let mut stay = false;
         if let Phase::Fpdu(f) = &mut c.phase {
-            work += run_qp(f, &mut c.tcp, ulpdu, stats);
+            work += run_qp(f, &mut c.tcp, stats);
             if f.qp.state() != QpState::Rts && !f.error_reported {
                 f.error_reported = true;
                 f.rings.set_error(Terminates {
@@ -1370,10 +1414,10 @@ impl Core {
 
 /// Feeds in-order octets to the deframer and each ULPDU to the QP; a framing error (CRC,
 /// marker) becomes the LLP error of RFC 5044 section 8. Returns the FPDUs delivered.
-fn deframe_into(f: &mut FpduConn, data: &[u8]) -> usize {
+fn deframe_into(f: &mut FpduConn, data: &[u8], hints: &CrcHints) -> usize {
     let mut n = 0;
     let FpduConn { deframer, qp, .. } = f;
-    if let Err(e) = deframer.push(data, |fpdu| {
+    if let Err(e) = deframer.push_hinted(data, hints, |fpdu| {
         n += 1;
         qp.on_ulpdu(fpdu.ulpdu);
     }) {
@@ -1408,40 +1452,25 @@ fn take_work_requests(f: &mut FpduConn) -> usize {
 
 /// Moves work requests from the rings into the QP, ULPDUs from the QP into TCP as FPDUs,
 /// and completions into the CQ rings.
-fn run_qp(
-    f: &mut FpduConn,
-    tcp: &mut Connection,
-    ulpdu: &mut Vec<u8>,
-    stats: &mut CoreStats,
-) -> usize {
+fn run_qp(f: &mut FpduConn, tcp: &mut Connection, stats: &mut CoreStats) -> usize {
     f.rings.rearm_doorbell();
     let mut work = take_work_requests(f);
     let max = f.mulpdu;
     while f.qp.has_tx() && tcp.send_space() >= f.framer.wire_len(max) {
-        // The record is built in a recycled buffer. Without markers the QP writes the
-        // ULPDU straight into it after room for the ULPDU_Length field and the framer
-        // finishes it in place; with markers the ULPDU is framed from a copy.
+        // The record is built in a recycled buffer, in one pass over its octets: the QP
+        // writes the ULPDU through the framer, which copies the payload from registered
+        // memory while it takes the CRC32c and the one's complement sum (for the TCP
+        // checksum), with the markers in between.
         let mut rec = tcp.take_buffer();
-        let framed = if f.framer.mode().markers {
-            ulpdu.clear();
-            if !f.qp.poll_ulpdu(max, ulpdu) {
+        let sum = match f.qp.poll_fpdu(max, &mut f.framer, &mut rec) {
+            Ok(Some(sum)) => sum,
+            Ok(None) => break,
+            Err(_) => {
+                f.qp.on_llp_error(TermError::Llp(MpaErrorCode::LocalCatastrophic));
                 break;
             }
-            rec.reserve(f.framer.wire_len(ulpdu.len()));
-            f.framer.frame(ulpdu, &mut rec).map(|()| true)
-        } else {
-            rec.reserve(f.framer.wire_len(max));
-            rec.extend_from_slice(&[0; Framer::IN_PLACE_HEADROOM]);
-            if !f.qp.poll_ulpdu(max, &mut rec) {
-                break;
-            }
-            f.framer.frame_in_place(&mut rec, 0)
         };
-        if !matches!(framed, Ok(true)) {
-            f.qp.on_llp_error(TermError::Llp(MpaErrorCode::LocalCatastrophic));
-            break;
-        }
-        if tcp.send_fpdu(rec).is_err() {
+        if tcp.send_fpdu_with_sum(rec, sum).is_err() {
             // Room was checked; a refusal means TCP is closing. The QP learns it from the
             // TCP events.
             break;

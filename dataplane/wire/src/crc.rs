@@ -5,15 +5,17 @@
 //! (reflected, initial value and final XOR all ones). On the wire MPA sends it least
 //! significant octet first: use [`to_wire`] and [`from_wire`].
 //!
-//! Backed by `crc-fast`'s CRC-32/ISCSI, which picks the fastest SIMD kernel for the CPU at
-//! run time (VPCLMULQDQ/AVX-512, PCLMULQDQ, SSE4.2 `crc32`, or ARM CRC/PMULL).
+//! Backed by the project's kernels ([`fastpath::kernels`]), which pick the fastest one for
+//! the CPU at run time (VPCLMULQDQ + AVX2 folding, PCLMULQDQ, the SSE4.2 `crc32`
+//! instruction, or a portable table); the framer and the receive path use the same
+//! kernels fused with the copy and the one's complement sum.
 
-use crc_fast::{CrcAlgorithm, Digest};
+use fastpath::kernels;
 
 /// CRC-32C of `data`.
 #[inline]
 pub fn crc32c(data: &[u8]) -> u32 {
-    crc_fast::checksum(CrcAlgorithm::Crc32Iscsi, data) as u32
+    kernels::crc32c_append(0, data)
 }
 
 /// The four CRC field octets of an FPDU for the CRC-32C value `crc` (least significant
@@ -31,41 +33,34 @@ pub const fn from_wire(field: [u8; 4]) -> u32 {
 
 /// An incremental CRC-32C: feed it pieces with [`Crc32c::update`], read it with
 /// [`Crc32c::finish`].
-#[derive(Clone)]
+#[derive(Clone, Default)]
 pub struct Crc32c {
-    digest: Digest,
+    /// The finished CRC-32C of everything fed so far.
+    value: u32,
 }
 
 impl Crc32c {
     /// A new digest over no data.
     pub fn new() -> Self {
-        Self {
-            digest: Digest::new(CrcAlgorithm::Crc32Iscsi),
-        }
+        Self::default()
     }
 
     /// Adds `data` to the digest.
     #[inline]
     pub fn update(&mut self, data: &[u8]) {
-        self.digest.update(data);
+        self.value = kernels::crc32c_append(self.value, data);
     }
 
     /// The CRC-32C of everything fed so far (the digest can still be fed afterwards).
     #[inline]
     pub fn finish(&self) -> u32 {
-        self.digest.finalize() as u32
+        self.value
     }
 
     /// Returns the CRC-32C of everything fed so far and starts over.
     #[inline]
     pub fn finish_reset(&mut self) -> u32 {
-        self.digest.finalize_reset() as u32
-    }
-}
-
-impl Default for Crc32c {
-    fn default() -> Self {
-        Self::new()
+        std::mem::take(&mut self.value)
     }
 }
 

@@ -82,6 +82,7 @@ use wire::ddp::{
     DdpError, TaggedBufferError, TaggedHeader, UntaggedBufferError, UntaggedHeader, QN_SEND,
     TAGGED_HEADER_LEN, UNTAGGED_HEADER_LEN,
 };
+use wire::mpa::fpdu::{FpduWriter, FrameError, Framer};
 use wire::rdmap::{
     self, Body, Opcode, RdmapError, RdmapParseError, ReadRequest, RemoteOperationError,
     RemoteProtectionError, TermError, Terminate, READ_REQUEST_LEN,
@@ -434,6 +435,8 @@ pub struct Qp {
     rx_msg_len: u64,
     rtr_sink: Option<(u32, u64)>,
     write_cache: Option<Arc<MemoryRegion>>,
+    /// A Read Request ULPDU is built here before it is framed.
+    scratch: Vec<u8>,
     term_pending: Option<Vec<u8>>,
     cq: VecDeque<Completion>,
     term_sent: Option<Terminate>,
@@ -505,6 +508,7 @@ impl Qp {
             rx_msg_len: 0,
             rtr_sink: cfg.read_rtr_sink,
             write_cache: None,
+            scratch: Vec::new(),
             term_pending: None,
             cq: VecDeque::new(),
             term_sent: None,
@@ -780,12 +784,47 @@ impl Qp {
     /// to `out`; false when there is nothing to send now (or `max_ulpdu` is too small for
     /// a header and one payload octet).
     pub fn poll_ulpdu(&mut self, max_ulpdu: usize, out: &mut Vec<u8>) -> bool {
+        let start = out.len();
+        let sent = self.poll_into(max_ulpdu, &mut VecSink { out: &mut *out });
+        if !sent {
+            out.truncate(start);
+        }
+        sent
+    }
+
+    /// Appends the next ULPDU framed as an FPDU by `framer` to `out`, in one pass over
+    /// its octets: the payload is copied from the memory region, added to the CRC32c and
+    /// to the one's complement sum at once, with the markers in between
+    /// ([`FpduWriter`]). Returns the sum of the FPDU's wire octets (for the TCP checksum
+    /// of a segment of whole FPDUs), `Ok(None)` when there is nothing to send now, and
+    /// the framer's error when the ULPDU could not be framed (`max_ulpdu` above the
+    /// 64768 octets of MPA: the message was taken, so the caller fails the stream).
+    pub fn poll_fpdu(
+        &mut self,
+        max_ulpdu: usize,
+        framer: &mut Framer,
+        out: &mut Vec<u8>,
+    ) -> Result<Option<u16>, FrameError> {
+        let mut sink = FpduSink {
+            start: Some((framer, out)),
+            writer: Err(FrameError::EmptyUlpdu),
+        };
+        if !self.poll_into(max_ulpdu, &mut sink) {
+            return Ok(None);
+        }
+        sink.writer.map(|w| Some(w.finish()))
+    }
+
+    /// Writes the next ULPDU into `sink`; false when there is nothing to send now (the
+    /// caller abandons whatever the sink holds of it).
+    fn poll_into(&mut self, max_ulpdu: usize, sink: &mut impl UlpduSink) -> bool {
         if let Some(t) = self.term_pending.take() {
             if t.len() > max_ulpdu {
                 self.term_pending = Some(t);
                 return false;
             }
-            out.extend_from_slice(&t);
+            sink.begin(t.len());
+            sink.put(&t);
             self.term_flushed = true;
             self.state = QpState::Error;
             self.stats.tx_ulpdus += 1;
@@ -801,7 +840,7 @@ impl Qp {
         let Some(mut m) = self.cur.take() else {
             return false;
         };
-        let sent = self.emit(&mut m, max_ulpdu, out);
+        let sent = self.emit(&mut m, max_ulpdu, sink);
         if sent && matches!(m.kind, TxKind::ReadRequest) {
             // `emit` moved it to the outstanding Reads.
             self.last_was_rresp = false;
@@ -815,7 +854,7 @@ impl Qp {
 
     /// Writes one segment of `m`; false if `max_ulpdu` is too small or the source region
     /// went away (then the queue pair is failing).
-    fn emit(&mut self, m: &mut TxMsg, max_ulpdu: usize, out: &mut Vec<u8>) -> bool {
+    fn emit(&mut self, m: &mut TxMsg, max_ulpdu: usize, sink: &mut impl UlpduSink) -> bool {
         let hlen = match m.kind {
             TxKind::Send { .. } => UNTAGGED_HEADER_LEN,
             TxKind::ReadRequest => UNTAGGED_HEADER_LEN + READ_REQUEST_LEN,
@@ -844,7 +883,10 @@ impl Qp {
                 source_stag: remote_stag,
                 source_to: remote_to,
             };
-            rdmap::append_read_request_ulpdu(out, msn, &req);
+            self.scratch.clear();
+            rdmap::append_read_request_ulpdu(&mut self.scratch, msn, &req);
+            sink.begin(self.scratch.len());
+            sink.put(&self.scratch);
             self.out_reads.push_back(OutRead {
                 seq,
                 sink_mr: m.mr.take(),
@@ -883,9 +925,9 @@ impl Qp {
             }
         }
         // Offsets fit u32 (lengths are u32); MO of a Send and TO of tagged segments.
-        let header_start = out.len();
+        sink.begin(hlen + n);
         match m.kind {
-            TxKind::Send { opcode, inv, msn } => out.extend_from_slice(
+            TxKind::Send { opcode, inv, msn } => sink.put(
                 &UntaggedHeader {
                     last,
                     rsvd_ulp: opcode.rdmap_control(),
@@ -902,7 +944,7 @@ impl Qp {
                 } else {
                     Opcode::RdmaReadResponse
                 };
-                out.extend_from_slice(
+                sink.put(
                     &TaggedHeader {
                         last,
                         rsvd_ulp: opcode.rdmap_control(),
@@ -916,8 +958,7 @@ impl Qp {
         }
         if n > 0 {
             if let Some(mr) = &m.mr {
-                if mr.append_to(m.off + m.sent, n, out).is_err() {
-                    out.truncate(header_start);
+                if sink.put_region(mr, m.off + m.sent, n).is_err() {
                     return false;
                 }
             }
@@ -1418,5 +1459,67 @@ impl Qp {
     /// Our RDMA Reads waiting for their Read Response (at most ORD).
     pub fn outstanding_reads(&self) -> usize {
         self.out_reads.len()
+    }
+}
+
+/// Where [`Qp`] writes a ULPDU: a plain buffer, or an FPDU being framed in one pass.
+trait UlpduSink {
+    /// Starts a ULPDU of `len` octets (1 to 64768).
+    fn begin(&mut self, len: usize);
+    /// Puts the next octets of the ULPDU.
+    fn put(&mut self, data: &[u8]);
+    /// Puts the next `len` octets of the ULPDU from region offset `off` of `mr`.
+    fn put_region(&mut self, mr: &MemoryRegion, off: usize, len: usize) -> Result<(), MrError>;
+}
+
+/// A ULPDU appended to a vector as it is.
+struct VecSink<'a> {
+    out: &'a mut Vec<u8>,
+}
+
+impl UlpduSink for VecSink<'_> {
+    fn begin(&mut self, len: usize) {
+        self.out.reserve(len);
+    }
+
+    fn put(&mut self, data: &[u8]) {
+        self.out.extend_from_slice(data);
+    }
+
+    fn put_region(&mut self, mr: &MemoryRegion, off: usize, len: usize) -> Result<(), MrError> {
+        mr.append_to(off, len, self.out)
+    }
+}
+
+/// A ULPDU framed as it is written: the framer and buffer until it starts, then its
+/// writer.
+struct FpduSink<'a> {
+    start: Option<(&'a mut Framer, &'a mut Vec<u8>)>,
+    /// The writer once the ULPDU started, or why it could not start.
+    writer: Result<FpduWriter<'a>, FrameError>,
+}
+
+impl UlpduSink for FpduSink<'_> {
+    fn begin(&mut self, len: usize) {
+        if let Some((framer, out)) = self.start.take() {
+            self.writer = framer.writer(len, out);
+        }
+    }
+
+    fn put(&mut self, data: &[u8]) {
+        if let Ok(w) = &mut self.writer {
+            w.put(data);
+        }
+    }
+
+    fn put_region(&mut self, mr: &MemoryRegion, off: usize, len: usize) -> Result<(), MrError> {
+        let Ok(w) = &mut self.writer else {
+            return Ok(());
+        };
+        w.put_with(len, |at, n, out, crc| {
+            mr.memory()
+                .append_crc32c_sum(off + at, n, out, crc)
+                .map_err(MrError::from)
+        })
     }
 }

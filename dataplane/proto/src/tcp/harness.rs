@@ -152,6 +152,10 @@ pub(crate) struct Pair {
     pub filter: Option<Filter>,
     /// Drain received data into `rx_a`/`rx_b` automatically.
     pub auto_recv: bool,
+    /// B takes in-order data straight from each segment (`on_segment_deliver`) into
+    /// `rx_b`, checking that it comes in stream order; `direct_b_octets` counts it.
+    pub direct_b: bool,
+    pub direct_b_octets: u64,
     pub rx_a: Vec<u8>,
     pub rx_b: Vec<u8>,
     pub ev_a: Vec<Event>,
@@ -176,6 +180,8 @@ impl Pair {
             log: Vec::new(),
             filter: None,
             auto_recv: true,
+            direct_b: false,
+            direct_b_octets: 0,
             rx_a: Vec::new(),
             rx_b: Vec::new(),
             ev_a: Vec::new(),
@@ -335,7 +341,16 @@ impl Pair {
             },
             Side::B => {
                 if let Some(b) = self.b.as_mut() {
-                    b.on_segment(now, &repr);
+                    if self.direct_b {
+                        let (rx, n) = (&mut self.rx_b, &mut self.direct_b_octets);
+                        b.on_segment_deliver(now, &repr, &mut |off, d| {
+                            assert_eq!(off, rx.len() as u64, "direct delivery out of order");
+                            rx.extend_from_slice(d);
+                            *n += d.len() as u64;
+                        });
+                    } else {
+                        b.on_segment(now, &repr);
+                    }
                 } else if let Some(l) = self.listener.as_mut() {
                     match l.on_segment(now, src, &repr, self.syn_policy) {
                         Accepted::Connection(c) => self.b = Some(*c),

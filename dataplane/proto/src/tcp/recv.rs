@@ -225,6 +225,21 @@ impl RecvBuffer {
 
     /// Hands the in-order octets to `f` (in at most two slices) and releases them.
     /// Returns how many octets were handed out.
+    /// Whether octets at stream offset `off` are the next in order with nothing buffered
+    /// (so they may be handed out straight away, [`RecvBuffer::delivered`]).
+    pub fn in_order_and_empty(&self, off: u64) -> bool {
+        off == self.nxt() && self.ready.is_empty() && self.ooo.is_empty()
+    }
+
+    /// Records that the next `n` in-order octets were handed out without being buffered.
+    pub fn delivered(&mut self, n: usize) -> Inserted {
+        self.read_off += n as u64;
+        Inserted {
+            advanced: n as u64,
+            ..Inserted::default()
+        }
+    }
+
     pub fn drain(&mut self, max: usize, mut f: impl FnMut(u64, &[u8])) -> usize {
         let n = self.ready.len().min(max);
         if n == 0 {

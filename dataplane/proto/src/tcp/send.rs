@@ -162,17 +162,28 @@ impl SendQueue {
 
     /// Appends one record; empty records are ignored.
     pub fn push(&mut self, data: Vec<u8>) {
+        let sum = if self.sums {
+            wire::tcp::checksum::data(&data)
+        } else {
+            0
+        };
+        self.push_record(data, sum);
+    }
+
+    /// Appends one record whose one's complement sum (as `wire::tcp::checksum::data`
+    /// gives it) is known already; empty records are ignored.
+    pub fn push_with_sum(&mut self, data: Vec<u8>, sum: u16) {
+        debug_assert!(!self.sums || sum == wire::tcp::checksum::data(&data));
+        self.push_record(data, sum);
+    }
+
+    fn push_record(&mut self, data: Vec<u8>, sum: u16) {
         if data.is_empty() {
             return;
         }
         let off = self.end;
         self.end += data.len() as u64;
         self.bytes += data.len();
-        let sum = if self.sums {
-            wire::tcp::checksum::data(&data)
-        } else {
-            0
-        };
         self.recs.push_back(Record {
             off,
             end: self.end,
@@ -604,9 +615,9 @@ impl<'a> TxPayload<'a> {
     pub fn fits(&self, header_len: usize, max_frame: usize) -> bool {
         const MIN_HEADERS: usize = 14 + 20 + 20;
         header_len >= MIN_HEADERS
-            && header_len % 2 == 0
+            && header_len.is_multiple_of(2)
             && self.len > 0
-            && self.len % 2 == 0
+            && self.len.is_multiple_of(2)
             && self.bytes().len() == self.len
             && header_len.saturating_add(self.len) <= max_frame
     }

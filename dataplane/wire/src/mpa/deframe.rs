@@ -23,6 +23,7 @@ use super::fpdu::{
 };
 use super::MpaErrorCode;
 use crate::crc;
+use fastpath::kernels;
 
 /// Whether a delivered FPDU's CRC was checked.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -121,6 +122,106 @@ impl std::fmt::Display for DeframeError {
 
 impl std::error::Error for DeframeError {}
 
+/// CRC32c values already taken over exact runs of received octets, so that the deframer
+/// does not read them a second time: the receive path takes them in the same pass as the
+/// TCP checksum ([`CrcHints::take`]) and the deframer uses a hint when it checks an FPDU
+/// whose CRC coverage is exactly a hinted run of the same buffer ([`Deframer::push_hinted`]).
+///
+/// A hint names its octets by address and length: it holds for those octets as long as
+/// they are not changed, which the receive path guarantees by deframing them from the
+/// same frame before it lets go of it (octets copied elsewhere, into TCP's receive
+/// buffer, are at another address and are checked in full). A CRC is a function of the
+/// octets alone, so a hint can never make a wrong FPDU pass.
+#[derive(Debug, Clone, Default)]
+pub struct CrcHints {
+    /// `(address, length, CRC32c)` of each run.
+    runs: Vec<(usize, usize, u32)>,
+}
+
+/// At most this many hints are taken per segment (a jumbo segment of small FPDUs: the
+/// rest are checked the usual way).
+const MAX_HINTS: usize = 128;
+
+impl CrcHints {
+    /// No hints.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Forgets every hint (keeps the memory).
+    pub fn clear(&mut self) {
+        self.runs.clear();
+    }
+
+    /// Hints held.
+    pub fn len(&self) -> usize {
+        self.runs.len()
+    }
+
+    /// Whether no hint is held.
+    pub fn is_empty(&self) -> bool {
+        self.runs.is_empty()
+    }
+
+    /// The CRC32c of `run`, if hinted.
+    fn get(&self, run: &[u8]) -> Option<u32> {
+        let key = (run.as_ptr() as usize, run.len());
+        self.runs
+            .iter()
+            .find(|&&(a, l, _)| (a, l) == key)
+            .map(|&(_, _, c)| c)
+    }
+
+    /// One pass over a TCP segment's `payload` that returns its one's complement sum (as
+    /// `wire::tcp::checksum::data` gives it, for the TCP checksum) and, where `payload`
+    /// holds whole FPDUs from its first octet on (stream position `pos`, the deframer's
+    /// [`Deframer::stream_offset`] when the segment is the next in order), takes the CRC32c
+    /// of each FPDU in the same pass ([`fastpath::kernels::crc32c_sum`]). Hints from
+    /// earlier segments are forgotten. With CRC off for the half connection, or octets
+    /// that do not start with an FPDU, it is the sum alone and no hint is wrong, only
+    /// unused.
+    pub fn take(&mut self, mode: FpduMode, mut pos: u64, payload: &[u8]) -> u16 {
+        self.runs.clear();
+        let mut sum = 0u64;
+        let mut at = 0usize;
+        if mode.crc {
+            while at < payload.len() && self.runs.len() < MAX_HINTS {
+                let rest = &payload[at..];
+                let Some(layout) = read_layout(pos, rest, mode.markers) else {
+                    break;
+                };
+                if layout.wire_len > rest.len() {
+                    break;
+                }
+                let covered = &rest[..layout.crc_coverage];
+                let (crc, s) = kernels::crc32c_sum(0, covered);
+                // FPDUs are multiples of four octets long: each starts at an even offset
+                // of the segment, so the sums add.
+                sum += s;
+                self.runs
+                    .push((covered.as_ptr() as usize, covered.len(), crc));
+                let (_, t) = kernels::crc32c_sum(0, &rest[layout.crc_coverage..layout.wire_len]);
+                sum += fold_even(t, layout.crc_coverage);
+                at += layout.wire_len;
+                pos = layout.end();
+            }
+        }
+        let (_, t) = kernels::crc32c_sum(0, &payload[at..]);
+        sum += fold_even(t, at);
+        kernels::fold_sum(sum)
+    }
+}
+
+/// A run's unfolded sum, made to add to the sum of a run that starts `offset` octets
+/// before it (RFC 1071: a run at an odd offset adds byte-swapped).
+fn fold_even(sum: u64, offset: usize) -> u64 {
+    if offset.is_multiple_of(2) {
+        sum
+    } else {
+        u64::from(kernels::fold_sum(sum))
+    }
+}
+
 /// Streaming FPDU receiver for one half connection.
 #[derive(Debug, Clone)]
 pub struct Deframer {
@@ -177,7 +278,21 @@ impl Deframer {
     /// Feeds the next in-order octets of the stream. Every complete, valid FPDU is passed to
     /// `deliver` in order. On the first invalid FPDU the error is returned, nothing from it
     /// on is delivered, and every later call returns [`DeframeError::Stopped`].
-    pub fn push<F>(&mut self, mut data: &[u8], mut deliver: F) -> Result<(), DeframeError>
+    pub fn push<F>(&mut self, data: &[u8], deliver: F) -> Result<(), DeframeError>
+    where
+        F: FnMut(Fpdu<'_>),
+    {
+        self.push_hinted(data, &CrcHints::default(), deliver)
+    }
+
+    /// [`Deframer::push`], taking the CRC32c of an FPDU from `hints` when they hold it for
+    /// its exact octets ([`CrcHints`]) instead of reading them again.
+    pub fn push_hinted<F>(
+        &mut self,
+        mut data: &[u8],
+        hints: &CrcHints,
+        mut deliver: F,
+    ) -> Result<(), DeframeError>
     where
         F: FnMut(Fpdu<'_>),
     {
@@ -190,7 +305,7 @@ impl Deframer {
                 match self.layout_of(data) {
                     Some(layout) if data.len() >= layout.wire_len => {
                         let (fpdu, rest) = data.split_at(layout.wire_len);
-                        self.check_and_deliver(&layout, fpdu, &mut deliver)?;
+                        self.check_and_deliver(&layout, fpdu, hints, &mut deliver)?;
                         data = rest;
                     }
                     _ => {
@@ -217,7 +332,7 @@ impl Deframer {
                 data = &data[n..];
                 if self.partial.len() == layout.wire_len {
                     let fpdu = std::mem::take(&mut self.partial);
-                    let result = self.check_and_deliver(&layout, &fpdu, &mut deliver);
+                    let result = self.check_and_deliver(&layout, &fpdu, hints, &mut deliver);
                     self.partial = fpdu;
                     self.partial.clear();
                     result?;
@@ -242,12 +357,13 @@ impl Deframer {
         &mut self,
         layout: &FpduLayout,
         wire: &[u8],
+        hints: &CrcHints,
         deliver: &mut F,
     ) -> Result<(), DeframeError>
     where
         F: FnMut(Fpdu<'_>),
     {
-        match check_fpdu(self.mode, layout, wire, &mut self.scratch) {
+        match check_fpdu(self.mode, layout, wire, hints, &mut self.scratch) {
             Ok(fpdu) => {
                 deliver(fpdu);
                 self.pos = layout.end();
@@ -324,7 +440,13 @@ impl Deframer {
                 continue;
             }
             let wire = &seg[from..from + layout.wire_len];
-            match check_fpdu(self.mode, &layout, wire, &mut self.scratch) {
+            match check_fpdu(
+                self.mode,
+                &layout,
+                wire,
+                &CrcHints::default(),
+                &mut self.scratch,
+            ) {
                 Ok(fpdu) => {
                     deliver(fpdu);
                     delivered += 1;
@@ -374,6 +496,7 @@ fn check_fpdu<'a>(
     mode: FpduMode,
     layout: &FpduLayout,
     wire: &'a [u8],
+    hints: &CrcHints,
     scratch: &'a mut Vec<u8>,
 ) -> Result<Fpdu<'a>, DeframeError> {
     let fpdu = |ulpdu, crc| Fpdu {
@@ -384,7 +507,8 @@ fn check_fpdu<'a>(
     };
     debug_assert_eq!(wire.len(), layout.wire_len);
     let crc = if mode.crc {
-        let computed = crc::crc32c(&wire[..layout.crc_coverage]);
+        let covered = &wire[..layout.crc_coverage];
+        let computed = hints.get(covered).unwrap_or_else(|| crc::crc32c(covered));
         let received = crc::from_wire(crc_field(layout, wire));
         if computed != received {
             return Err(DeframeError::CrcMismatch {
@@ -602,5 +726,52 @@ mod tests {
         // Without markers nothing can be recovered.
         let mut d = Deframer::new(FpduMode::CRC_ONLY);
         assert_eq!(d.recover_out_of_order(a as u64, &out[a..b], |_| ()), 0);
+    }
+
+    proptest::proptest! {
+        /// The CRCs taken with the TCP sum: the sum is the segment payload's, one hint per
+        /// whole FPDU from the segment's start, and deframing with them delivers what
+        /// deframing without them delivers, a corrupted octet still failing the CRC.
+        #[test]
+        fn crc_hints_agree_with_checking_in_full(
+            markers in proptest::bool::ANY,
+            start in 0u64..2048,
+            sizes in proptest::collection::vec(1usize..2000, 1..8),
+            tail in 0usize..40,
+            flip in proptest::option::of(0usize..100_000),
+        ) {
+            use crate::tcp::checksum;
+            let mode = FpduMode { markers, crc: true };
+            let start = start * 4;
+            let mut f = Framer::at_offset(mode, start);
+            let mut seg = Vec::new();
+            for (i, &n) in sizes.iter().enumerate() {
+                f.frame(&vec![i as u8 ^ 0x5A; n], &mut seg).unwrap();
+            }
+            // Part of a next FPDU (a segment need not end on an FPDU boundary).
+            let mut next = Vec::new();
+            f.frame(&[7u8; 64], &mut next).unwrap();
+            seg.extend_from_slice(&next[..tail.min(next.len() - 1)]);
+            if let Some(at) = flip {
+                let at = at % seg.len();
+                seg[at] ^= 0x20;
+            }
+            let mut hints = CrcHints::new();
+            let sum = hints.take(mode, start, &seg);
+            proptest::prop_assert_eq!(sum, checksum::data(&seg));
+            if flip.is_none() {
+                proptest::prop_assert_eq!(hints.len(), sizes.len());
+            }
+            let run = |hints: &CrcHints| {
+                let mut d = Deframer::at_offset(mode, start);
+                let mut got = Vec::new();
+                let r = d.push_hinted(&seg, hints, |f| got.push((f.stream_offset, f.ulpdu.to_vec())));
+                (r, got, d.stream_offset())
+            };
+            proptest::prop_assert_eq!(run(&hints), run(&CrcHints::new()));
+            if flip.is_none() {
+                proptest::prop_assert!(run(&hints).0.is_ok());
+            }
+        }
     }
 }

@@ -21,6 +21,7 @@
 //! to the layout; they never wrap in practice.
 
 use crate::crc;
+use fastpath::kernels;
 
 /// Markers sit at every `MARKER_INTERVAL`th octet of the half connection's stream.
 pub const MARKER_INTERVAL: u64 = 512;
@@ -93,7 +94,7 @@ pub const fn mulpdu(emss: usize, markers: bool) -> usize {
 /// True when a marker starts at stream position `pos`.
 #[inline]
 pub const fn is_marker_position(pos: u64) -> bool {
-    pos % MARKER_INTERVAL == 0
+    pos.is_multiple_of(MARKER_INTERVAL)
 }
 
 /// Where the octets of one FPDU sit in the stream.
@@ -202,7 +203,7 @@ pub(crate) fn content_to_wire(header: u64, index: usize, markers: bool) -> u64 {
     let mut left = index as u64;
     loop {
         let to_marker = MARKER_INTERVAL - pos % MARKER_INTERVAL;
-        if pos % MARKER_INTERVAL == 0 {
+        if pos.is_multiple_of(MARKER_INTERVAL) {
             // At a marker position (can only happen after the first iteration or with an
             // FPDU whose header sits at a marker position, which `FpduLayout` never builds).
             pos += MARKER_LEN as u64;
@@ -288,48 +289,38 @@ impl Framer {
         }
     }
 
-    /// Octets a caller leaves in front of a ULPDU it writes straight into the FPDU's
-    /// buffer for [`Framer::frame_in_place`]: the ULPDU_Length field.
-    pub const IN_PLACE_HEADROOM: usize = ULPDU_LENGTH_LEN;
-
-    /// Frames in place, without copying the ULPDU: `buf[start..start + 2]` is room for the
-    /// ULPDU_Length field (its content is overwritten) and the ULPDU is the rest of `buf`;
-    /// the length is written and PAD and CRC appended, so `buf[start..]` becomes the
-    /// FPDU. Only without markers (with markers the ULPDU would have to move around them):
-    /// returns `Ok(false)` and leaves `buf` alone when markers are on, and the caller
-    /// frames with [`Framer::frame`] instead.
-    pub fn frame_in_place(&mut self, buf: &mut Vec<u8>, start: usize) -> Result<bool, FrameError> {
-        if self.mode.markers {
-            return Ok(false);
-        }
-        let ulpdu_len = buf.len().saturating_sub(start + ULPDU_LENGTH_LEN);
-        if ulpdu_len == 0 {
-            return Err(FrameError::EmptyUlpdu);
-        }
-        if ulpdu_len > MAX_ULPDU_LEN {
-            return Err(FrameError::UlpduTooLong { len: ulpdu_len });
-        }
-        buf[start..start + ULPDU_LENGTH_LEN].copy_from_slice(&(ulpdu_len as u16).to_be_bytes());
-        buf.extend_from_slice(&[0u8; 3][..pad_len(ulpdu_len)]);
-        let crc_field = if self.mode.crc {
-            crc::to_wire(crc::crc32c(&buf[start..]))
-        } else {
-            [0u8; 4]
-        };
-        buf.extend_from_slice(&crc_field);
-        self.pos += fpdu_len_without_markers(ulpdu_len) as u64;
-        Ok(true)
-    }
-
     /// Appends the FPDU carrying `ulpdu` to `out`.
     pub fn frame(&mut self, ulpdu: &[u8], out: &mut Vec<u8>) -> Result<(), FrameError> {
-        self.frame_vectored(&[ulpdu], out)
+        self.frame_vectored(&[ulpdu], out).map(|_| ())
     }
 
     /// Appends the FPDU carrying the concatenation of `parts` (for example a DDP header and
-    /// a payload) to `out`, without concatenating them first.
-    pub fn frame_vectored(&mut self, parts: &[&[u8]], out: &mut Vec<u8>) -> Result<(), FrameError> {
+    /// a payload) to `out`, without concatenating them first, in one pass over the octets
+    /// ([`FpduWriter`]). Returns the one's complement sum of the FPDU's wire octets (as
+    /// `wire::tcp::checksum::data` gives it), for the TCP checksum of a segment made of
+    /// whole FPDUs.
+    pub fn frame_vectored(
+        &mut self,
+        parts: &[&[u8]],
+        out: &mut Vec<u8>,
+    ) -> Result<u16, FrameError> {
         let ulpdu_len: usize = parts.iter().map(|p| p.len()).sum();
+        let mut w = self.writer(ulpdu_len, out)?;
+        for part in parts {
+            w.put(part);
+        }
+        Ok(w.finish())
+    }
+
+    /// Starts the FPDU carrying a ULPDU of `ulpdu_len` octets at the end of `out`: the
+    /// caller puts that many octets ([`FpduWriter::put`], [`FpduWriter::put_with`]) and
+    /// calls [`FpduWriter::finish`], which advances the stream position. A writer dropped
+    /// unfinished takes its octets back out of `out` and leaves the position alone.
+    pub fn writer<'a>(
+        &'a mut self,
+        ulpdu_len: usize,
+        out: &'a mut Vec<u8>,
+    ) -> Result<FpduWriter<'a>, FrameError> {
         if ulpdu_len == 0 {
             return Err(FrameError::EmptyUlpdu);
         }
@@ -337,52 +328,104 @@ impl Framer {
             return Err(FrameError::UlpduTooLong { len: ulpdu_len });
         }
         let layout = self.next_layout(ulpdu_len);
-        let base = out.len();
+        Ok(FpduWriter::new(layout, self.mode.crc, &mut self.pos, out))
+    }
+}
+
+/// Writes one FPDU in a single pass over its octets: each run of content between markers
+/// is copied, added to the CRC32c and to the one's complement sum at once
+/// ([`fastpath::kernels`]), and the markers, PAD and CRC field go in between. Made by
+/// [`Framer::writer`].
+///
+/// The ULPDU comes in pieces, from slices ([`FpduWriter::put`]) or from any source that can
+/// copy itself into the output with the same kernel ([`FpduWriter::put_with`]: a memory
+/// region's octets, copied straight from registered memory).
+#[derive(Debug)]
+pub struct FpduWriter<'a> {
+    out: &'a mut Vec<u8>,
+    /// The framer's stream position, advanced by `finish`.
+    framer_pos: &'a mut u64,
+    finished: bool,
+    layout: FpduLayout,
+    crc_on: bool,
+    /// Stream position of the next octet.
+    pos: u64,
+    /// The CRC32c (finished value) of the octets so far.
+    crc: u32,
+    /// The one's complement sum of the FPDU's octets so far (unfolded, by the parity of
+    /// their offset from the FPDU's first octet).
+    sum: u64,
+    /// Octets of ULPDU still to come.
+    left: usize,
+    /// Where the FPDU starts in `out`.
+    base: usize,
+}
+
+impl<'a> FpduWriter<'a> {
+    fn new(
+        layout: FpduLayout,
+        crc_on: bool,
+        framer_pos: &'a mut u64,
+        out: &'a mut Vec<u8>,
+    ) -> Self {
         out.reserve(layout.wire_len);
-        let mut w = MarkerWriter {
+        let base = out.len();
+        let mut w = FpduWriter {
             out,
+            framer_pos,
+            finished: false,
+            layout,
+            crc_on,
             pos: layout.start,
-            layout: &layout,
+            crc: 0,
+            sum: 0,
+            left: layout.ulpdu_len,
+            base,
         };
         if layout.has_leading_marker() {
             w.marker();
         }
-        w.content(&(ulpdu_len as u16).to_be_bytes());
-        for part in parts {
-            w.content(part);
-        }
-        w.content(&[0u8; 3][..pad_len(ulpdu_len)]);
-        // Markers that fall right after the PAD are written before the CRC is computed, so
-        // that they are covered by it.
-        w.pending_marker();
-        let crc_field = if self.mode.crc {
-            let covered = &w.out[base..base + layout.crc_coverage];
-            crc::to_wire(crc::crc32c(covered))
-        } else {
-            // With CRC off the field is present and is not checked; send zeros as siw does.
-            [0u8; 4]
-        };
-        w.content(&crc_field);
-        debug_assert_eq!(w.pos, layout.end());
-        debug_assert_eq!(w.out.len() - base, layout.wire_len);
-        self.pos = layout.end();
-        Ok(())
+        w.content(&(layout.ulpdu_len as u16).to_be_bytes());
+        w
     }
-}
 
-/// Writes FPDU content octets, inserting markers at their stream positions.
-struct MarkerWriter<'a> {
-    out: &'a mut Vec<u8>,
-    pos: u64,
-    layout: &'a FpduLayout,
-}
+    /// Octets of ULPDU still expected.
+    pub fn remaining(&self) -> usize {
+        self.left
+    }
 
-impl MarkerWriter<'_> {
+    /// Adds a run of `len` octets just appended to `out` at FPDU offset `at`, with their
+    /// CRC already in `self.crc` and their unfolded sum `sum`.
+    fn add_sum(&mut self, at: usize, sum: u64) {
+        self.sum += if at % 2 == 1 {
+            u64::from(fold16(sum).swap_bytes())
+        } else {
+            sum
+        };
+    }
+
     fn marker(&mut self) {
         let ptr = self.layout.fpduptr_at(self.pos);
-        self.out.extend_from_slice(&[0, 0]);
-        self.out.extend_from_slice(&ptr.to_be_bytes());
-        self.pos += MARKER_LEN as u64;
+        let m = [0, 0, (ptr >> 8) as u8, ptr as u8];
+        self.append(&m);
+    }
+
+    /// Appends octets of the FPDU (no marker boundary inside).
+    fn append(&mut self, data: &[u8]) {
+        let at = self.out.len() - self.base;
+        let (crc, sum) = kernels::append_crc32c_sum(self.out, data, self.crc);
+        self.crc = crc;
+        self.add_sum(at, sum);
+        self.pos += data.len() as u64;
+    }
+
+    /// Octets until the next marker position (unbounded without markers).
+    fn room(&self) -> usize {
+        if self.layout.markers {
+            (MARKER_INTERVAL - self.pos % MARKER_INTERVAL) as usize
+        } else {
+            usize::MAX
+        }
     }
 
     /// Writes a marker if the next octet position is a marker position.
@@ -393,20 +436,100 @@ impl MarkerWriter<'_> {
     }
 
     fn content(&mut self, mut data: &[u8]) {
-        if !self.layout.markers {
-            self.out.extend_from_slice(data);
-            self.pos += data.len() as u64;
-            return;
-        }
         while !data.is_empty() {
             self.pending_marker();
-            let room = (MARKER_INTERVAL - self.pos % MARKER_INTERVAL) as usize;
-            let n = room.min(data.len());
-            self.out.extend_from_slice(&data[..n]);
-            self.pos += n as u64;
+            let n = self.room().min(data.len());
+            self.append(&data[..n]);
             data = &data[n..];
         }
     }
+
+    /// Puts the next octets of the ULPDU. Octets beyond the ULPDU's length are ignored
+    /// (and [`FpduWriter::finish`] pads a ULPDU left short), so the FPDU always has the
+    /// layout its ULPDU_Length promises.
+    pub fn put(&mut self, data: &[u8]) {
+        let data = &data[..data.len().min(self.left)];
+        self.left -= data.len();
+        self.content(data);
+    }
+
+    /// Puts the next `len` octets of the ULPDU from a source that copies them itself:
+    /// `copy(src_offset, n, out, crc)` appends the source's octets `src_offset ..
+    /// src_offset + n` to `out` and returns the CRC32c advanced over them from `crc` and
+    /// their unfolded one's complement sum (what [`fastpath::kernels::append_crc32c_sum`]
+    /// returns). It is called once per run between markers. On its error nothing more is
+    /// put and the error is returned; the caller abandons the FPDU (truncating `out`).
+    pub fn put_with<E>(
+        &mut self,
+        len: usize,
+        mut copy: impl FnMut(usize, usize, &mut Vec<u8>, u32) -> Result<(u32, u64), E>,
+    ) -> Result<(), E> {
+        let len = len.min(self.left);
+        let mut done = 0;
+        while done < len {
+            self.pending_marker();
+            let n = self.room().min(len - done);
+            let at = self.out.len() - self.base;
+            let (crc, sum) = copy(done, n, self.out, self.crc)?;
+            debug_assert_eq!(self.out.len() - self.base, at + n);
+            self.crc = crc;
+            self.add_sum(at, sum);
+            self.pos += n as u64;
+            done += n;
+            self.left -= n;
+        }
+        Ok(())
+    }
+
+    /// Where the FPDU starts in the output buffer.
+    pub fn start_in_buffer(&self) -> usize {
+        self.base
+    }
+
+    /// Ends the FPDU: zero octets for a ULPDU left short, PAD, the marker right after the
+    /// PAD if one falls there (covered by the CRC), and the CRC field (zeros when CRC is
+    /// off, as siw sends). Returns the one's complement sum of the FPDU's wire octets (as
+    /// `wire::tcp::checksum::data` gives it).
+    pub fn finish(mut self) -> u16 {
+        while self.left > 0 {
+            let n = self.left.min(64);
+            self.left -= n;
+            self.content(&[0u8; 64][..n]);
+        }
+        self.content(&[0u8; 3][..pad_len(self.layout.ulpdu_len)]);
+        // Markers that fall right after the PAD are written before the CRC is computed, so
+        // that they are covered by it.
+        self.pending_marker();
+        debug_assert_eq!(self.out.len() - self.base, self.layout.crc_coverage);
+        let crc_field = if self.crc_on {
+            crc::to_wire(self.crc)
+        } else {
+            [0u8; 4]
+        };
+        self.content(&crc_field);
+        debug_assert_eq!(self.pos, self.layout.end());
+        debug_assert_eq!(self.out.len() - self.base, self.layout.wire_len);
+        *self.framer_pos = self.layout.end();
+        self.finished = true;
+        fold16(self.sum).swap_bytes()
+    }
+}
+
+impl Drop for FpduWriter<'_> {
+    fn drop(&mut self) {
+        if !self.finished {
+            self.out.truncate(self.base);
+        }
+    }
+}
+
+/// Folds an unfolded one's complement sum to 16 bits (little-endian words: byte-swap the
+/// result for network order).
+fn fold16(mut s: u64) -> u16 {
+    while s > 0xffff {
+        s = (s & 0xffff) + (s >> 16);
+    }
+    s as u16
 }
 
 #[cfg(test)]
@@ -558,40 +681,73 @@ mod tests {
         assert_eq!(&out[1536..1542], &[0, 0, 0, 0, 0, 8]);
     }
 
-    /// RFC 5044 7.1.1 (C) and section 4.4: the CRC field is present even when CRCs are
-    /// not in use (we send it as zero, as siw does).
+    /// The writer fed from a copying source, in runs, gives the FPDU framing a slice
+    /// gives, and the sum of its wire octets; every mode, start and split.
     #[test]
-    fn framing_in_place_matches_framing_a_copy() {
-        for crc in [true, false] {
-            let mode = FpduMode {
-                markers: false,
-                crc,
-            };
-            let (mut a, mut b) = (Framer::at_offset(mode, 7), Framer::at_offset(mode, 7));
-            for len in [1usize, 2, 3, 4, 5, 100, 1441, MAX_ULPDU_LEN] {
-                let ulpdu: Vec<u8> = (0..len).map(|i| (i * 13 + len) as u8).collect();
-                let mut want = vec![9u8; 3];
-                a.frame(&ulpdu, &mut want).unwrap();
-                let mut got = vec![9u8; 3];
-                got.extend_from_slice(&[0xee; Framer::IN_PLACE_HEADROOM]);
-                got.extend_from_slice(&ulpdu);
-                assert_eq!(b.frame_in_place(&mut got, 3), Ok(true));
-                assert_eq!(got, want, "len {len} crc {crc}");
-                assert_eq!(a.stream_offset(), b.stream_offset());
+    fn writer_from_a_source_matches_framing_a_slice() {
+        use crate::tcp::checksum;
+        for mode in [
+            FpduMode::CRC_ONLY,
+            FpduMode {
+                markers: true,
+                crc: true,
+            },
+            FpduMode {
+                markers: true,
+                crc: false,
+            },
+            FpduMode::default(),
+        ] {
+            for start in [0u64, 4, 300, 468, 492, 508, 1020] {
+                for len in [1usize, 2, 3, 5, 100, 509, 1441, 4000, MAX_ULPDU_LEN] {
+                    let ulpdu: Vec<u8> = (0..len).map(|i| (i * 13 + len) as u8).collect();
+                    let mut a = Framer::at_offset(mode, start);
+                    let mut want = Vec::new();
+                    let sum_a = a.frame_vectored(&[&ulpdu], &mut want).unwrap();
+                    assert_eq!(sum_a, checksum::data(&want), "{mode:?} {start} {len}");
+                    let mut b = Framer::at_offset(mode, start);
+                    let mut got = vec![0xEEu8; 3];
+                    let head = len.min(7);
+                    let mut w = b.writer(len, &mut got).unwrap();
+                    w.put(&ulpdu[..head]);
+                    w.put_with(len - head, |off, n, out, crc| {
+                        Ok::<_, ()>(fastpath::kernels::append_crc32c_sum(
+                            out,
+                            &ulpdu[head + off..head + off + n],
+                            crc,
+                        ))
+                    })
+                    .unwrap();
+                    assert_eq!(w.remaining(), 0);
+                    let sum_b = w.finish();
+                    assert_eq!(&got[3..], &want[..], "{mode:?} {start} {len}");
+                    assert_eq!(sum_b, sum_a);
+                    assert_eq!(a.stream_offset(), b.stream_offset());
+                }
             }
-            let mut empty = vec![0u8; 2];
-            assert_eq!(b.frame_in_place(&mut empty, 0), Err(FrameError::EmptyUlpdu));
-            let mut long = vec![0u8; 2 + MAX_ULPDU_LEN + 1];
-            assert!(b.frame_in_place(&mut long, 0).is_err());
         }
-        let mut m = Framer::new(FpduMode {
-            markers: true,
-            crc: true,
-        });
-        let mut buf = vec![0u8; 10];
-        assert_eq!(m.frame_in_place(&mut buf, 0), Ok(false));
-        assert_eq!(buf, vec![0u8; 10]);
-        assert_eq!(m.stream_offset(), 0);
+        let mut f = Framer::new(FpduMode::CRC_ONLY);
+        let mut out = Vec::new();
+        assert!(f.writer(0, &mut out).is_err());
+        assert!(f.writer(MAX_ULPDU_LEN + 1, &mut out).is_err());
+        // A source's error stops the FPDU; a writer dropped unfinished takes its octets
+        // back and leaves the stream position; a short ULPDU is padded by finish.
+        let mut w = f.writer(10, &mut out).unwrap();
+        assert_eq!(
+            w.put_with(10, |_, _, _, _| Err::<(u32, u64), _>("gone")),
+            Err("gone")
+        );
+        drop(w);
+        assert!(out.is_empty());
+        assert_eq!(f.stream_offset(), 0);
+        let mut w = f.writer(10, &mut out).unwrap();
+        w.put(&[1; 4]);
+        w.finish();
+        let mut want = Vec::new();
+        Framer::new(FpduMode::CRC_ONLY)
+            .frame(&[1, 1, 1, 1, 0, 0, 0, 0, 0, 0], &mut want)
+            .unwrap();
+        assert_eq!(out, want);
     }
 
     #[test]

@@ -3,6 +3,10 @@
 
 use super::*;
 
+/// Where in-order octets go when they skip the receive buffer
+/// ([`Connection::on_segment_deliver`]): `(stream_offset, octets)`.
+type Deliver<'a> = &'a mut dyn FnMut(u64, &[u8]);
+
 impl Connection {
     // ------------------------------------------------------------------ input
 
@@ -13,6 +17,25 @@ impl Connection {
     ///
     /// The caller demultiplexes by 4-tuple; a segment whose ports do not match is dropped.
     pub fn on_segment(&mut self, now: Instant, repr: &TcpRepr) {
+        self.on_segment_inner(now, repr, None);
+    }
+
+    /// [`Connection::on_segment`], and in-order data that nothing waits before (the
+    /// receive buffer is empty) goes straight to `deliver(stream_offset, octets)` from the
+    /// segment, instead of being copied into the receive buffer for
+    /// [`Connection::recv`]: the MPA deframer reads it from the port's frame. Everything
+    /// else (out of order, behind buffered octets) is buffered as `on_segment` buffers it,
+    /// for `recv` to hand out in order.
+    pub fn on_segment_deliver(
+        &mut self,
+        now: Instant,
+        repr: &TcpRepr,
+        deliver: &mut dyn FnMut(u64, &[u8]),
+    ) {
+        self.on_segment_inner(now, repr, Some(deliver));
+    }
+
+    fn on_segment_inner(&mut self, now: Instant, repr: &TcpRepr, deliver: Option<Deliver<'_>>) {
         self.now = self.now.max(micros(now));
         if repr.src_port != self.tuple.remote_port || repr.dst_port != self.tuple.local_port {
             self.stats.segments_dropped += 1;
@@ -27,7 +50,7 @@ impl Connection {
             }
             State::Listen => {}
             State::SynSent => self.on_segment_syn_sent(repr),
-            _ => self.on_segment_synchronized(repr),
+            _ => self.on_segment_synchronized(repr, deliver),
         }
         // An ACK may have closed the window or ended what was in flight: the persist
         // timer and the USER TIMEOUT are armed now, not at the next transmit (which may
@@ -91,7 +114,7 @@ impl Connection {
     }
 
     /// RFC 9293 section 3.10.7.4, every state from SYN-RECEIVED on.
-    pub(super) fn on_segment_synchronized(&mut self, repr: &TcpRepr) {
+    pub(super) fn on_segment_synchronized(&mut self, repr: &TcpRepr, deliver: Option<Deliver<'_>>) {
         let is_rst = repr.control == TcpControl::Rst;
         let is_syn = repr.control == TcpControl::Syn;
         let is_fin = repr.control == TcpControl::Fin;
@@ -284,7 +307,14 @@ impl Connection {
                     let b = (end - seg_off) as usize;
                     // Receive offset k+1 is stream octet k.
                     let stream_off = (start - 1) as u64;
-                    let ins = self.recv.insert(stream_off, &repr.payload[a..b]);
+                    let text = &repr.payload[a..b];
+                    let ins = match deliver {
+                        Some(d) if self.recv.in_order_and_empty(stream_off) => {
+                            d(stream_off, text);
+                            self.recv.delivered(text.len())
+                        }
+                        _ => self.recv.insert(stream_off, text),
+                    };
                     self.rcv_nxt = self.recv.nxt() + 1;
                     if ins.out_of_order {
                         self.stats.out_of_order_segments += 1;

@@ -578,6 +578,25 @@ impl Connection {
     /// beyond [`Config::send_buffer`] queued octets it fails with [`SendError::Full`].
     /// The record is returned with the error.
     pub fn send_fpdu(&mut self, fpdu: Vec<u8>) -> Result<(), (SendError, Vec<u8>)> {
+        self.send_fpdu_sum(fpdu, None)
+    }
+
+    /// [`Connection::send_fpdu`] for a record whose one's complement sum (as
+    /// `wire::tcp::checksum::data` gives it) was taken as it was built (the framer's one
+    /// pass): the record is not read again for the TCP checksum.
+    pub fn send_fpdu_with_sum(
+        &mut self,
+        fpdu: Vec<u8>,
+        sum: u16,
+    ) -> Result<(), (SendError, Vec<u8>)> {
+        self.send_fpdu_sum(fpdu, Some(sum))
+    }
+
+    fn send_fpdu_sum(
+        &mut self,
+        fpdu: Vec<u8>,
+        sum: Option<u16>,
+    ) -> Result<(), (SendError, Vec<u8>)> {
         let open = matches!(
             self.state,
             State::SynSent | State::SynReceived | State::Established | State::CloseWait
@@ -591,7 +610,10 @@ impl Connection {
         if self.sendq.bytes() + fpdu.len() > self.cfg.send_buffer {
             return Err((SendError::Full, fpdu));
         }
-        self.sendq.push(fpdu);
+        match sum {
+            Some(sum) => self.sendq.push_with_sum(fpdu, sum),
+            None => self.sendq.push(fpdu),
+        }
         Ok(())
     }
 
