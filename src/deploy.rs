@@ -347,6 +347,11 @@ fn open_node(
     let (device, cores) =
         control::verbs::open_group_on(cores, group, cfg.control.cpu.map(|c| c as usize))
             .map_err(|e| DeployError::Select(format!("control.cpu: {e}")))?;
+    // Registered memory comes from DPDK's heap: hugepages when EAL has them.
+    let heap = eal.clone();
+    device.set_region_allocator(std::sync::Arc::new(move |len| {
+        heap.region_memory(len).map_err(|e| e.to_string())
+    }));
     // Queue pair i is polled by the i-th lcore that lists the port (validation keeps
     // their number equal to the queue pairs).
     let lcores: Vec<u32> = cfg

@@ -47,11 +47,17 @@ pub use proto::startup::{AcceptParams, InitiatorConfig, ResponderConfig};
 
 struct DeviceInner {
     mrs: Arc<MrTable>,
+    /// Where [`Pd::reg_mr`] takes region memory from, when not from the process heap.
+    regions: std::sync::OnceLock<RegionAllocator>,
     cm: Mutex<CmHandle>,
     requests: channel::Sender<CmRequest>,
     next_pd: AtomicU32,
     limits: Limits,
 }
+
+/// Allocates the memory of a region of `len` octets for [`Pd::reg_mr`] (zeroed); the
+/// error says why it could not.
+pub type RegionAllocator = Arc<dyn Fn(usize) -> Result<RegionMemory, String> + Send + Sync>;
 
 /// How long a request that must not be lost (reject, disconnect, unlisten) waits for room
 /// in the control thread's queue.
@@ -131,6 +137,7 @@ pub fn open_group_on(
     let dev = Device {
         inner: Arc::new(DeviceInner {
             mrs,
+            regions: std::sync::OnceLock::new(),
             cm: Mutex::new(handle),
             requests,
             next_pd: AtomicU32::new(1),
@@ -261,6 +268,13 @@ impl Device {
     /// The device's memory-region table.
     pub fn mr_table(&self) -> &Arc<MrTable> {
         &self.inner.mrs
+    }
+
+    /// Makes [`Pd::reg_mr`] take region memory from `alloc` (a deployment on DPDK gives
+    /// DPDK's heap: hugepages when EAL has them) instead of page-aligned memory of the
+    /// process heap. Set once; false (and `alloc` unused) if one was set already.
+    pub fn set_region_allocator(&self, alloc: RegionAllocator) -> bool {
+        self.inner.regions.set(alloc).is_ok()
     }
 
     /// The caps and timeouts of the device.
@@ -530,12 +544,19 @@ impl Pd {
         self.id
     }
 
-    /// Registers `len` zeroed octets with `access`; the region's TO range starts at a
-    /// fresh base address.
+    /// Registers `len` zeroed octets with `access`: page-aligned memory of the process
+    /// heap, or of the device's allocator ([`Device::set_region_allocator`]: DPDK's
+    /// heap on a DPDK deployment). The region's TO range starts at a fresh base address.
     pub fn reg_mr(&self, len: usize, access: Access) -> Result<Mr, MrError> {
         let table = self.dev.inner.mrs.clone();
         let base = next_base_to(len);
-        let region = table.register(self.id, base, len, access)?;
+        let region = match self.dev.inner.regions.get() {
+            Some(alloc) => {
+                let mem = alloc(len).map_err(|_| MrError::AllocFailed)?;
+                table.register_memory(self.id, base, mem, access)?
+            }
+            None => table.register(self.id, base, len, access)?,
+        };
         Ok(Mr { region, table })
     }
 

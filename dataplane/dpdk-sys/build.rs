@@ -54,6 +54,10 @@ mod dpdk {
         "rte_rdtsc_precise",
         "rte_get_tsc_cycles",
         "rte_get_tsc_hz",
+        // Registered memory from DPDK's heap (hugepages when EAL has them).
+        "rte_zmalloc_socket",
+        "rte_free",
+        "rte_malloc_get_socket_stats",
         "dpdk_sys_.*",
     ];
 

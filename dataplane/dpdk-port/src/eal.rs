@@ -5,7 +5,9 @@ use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
-use crate::error::{DpdkError, EALREADY, EINVAL};
+use fastpath::regmem::{FreeFn, RegionMemory};
+
+use crate::error::{DpdkError, EALREADY, EINVAL, ENOMEM};
 
 /// Set by the first [`Eal::init`]: `rte_eal_init` runs at most once per process.
 static EAL_STARTED: AtomicBool = AtomicBool::new(false);
@@ -82,6 +84,58 @@ impl Eal {
     /// Whether [`Eal::init`] has been called in this process (successfully or not).
     pub fn initialised() -> bool {
         EAL_STARTED.load(Ordering::Acquire)
+    }
+
+    /// `len` zeroed octets of DPDK's heap for a memory region (`rte_zmalloc_socket`,
+    /// page-aligned, on any socket): hugepage-backed when EAL runs with hugepages, so a
+    /// large region costs few TLB entries. The region keeps EAL alive and gives the
+    /// memory back (`rte_free`) when it is dropped. [`Eal::heap_allocated`] counts it.
+    ///
+    /// Errors: the heap has no room (`ENOMEM`).
+    pub fn region_memory(&self, len: usize) -> Result<RegionMemory, DpdkError> {
+        if len == 0 {
+            return Ok(RegionMemory::from_boxed(Box::default()));
+        }
+        // SAFETY: EAL is initialised (self exists); a null type string and any socket
+        // are allowed; the result is checked for null below.
+        let p = unsafe {
+            dpdk_sys::rte_zmalloc_socket(std::ptr::null(), len, 4096, dpdk_sys::SOCKET_ID_ANY)
+        };
+        if p.is_null() {
+            return Err(DpdkError::new(
+                "rte_zmalloc_socket",
+                format!("{len} octets"),
+                ENOMEM,
+                "DPDK's heap has no room for the memory region (raise [eal] memory_mb, or \
+                 reserve more hugepages)",
+            ));
+        }
+        let eal = self.clone();
+        let free: FreeFn = Box::new(move |p, _| {
+            // SAFETY: `p` came from rte_zmalloc_socket above and is freed once (the
+            // region calls this once, after its last access); EAL is still up, kept
+            // alive by `eal`.
+            unsafe { dpdk_sys::rte_free(p.cast()) };
+            drop(eal);
+        });
+        // SAFETY: `p` is valid for `len` octets until `free` runs, which only the region
+        // calls, after revocation and its last access.
+        Ok(unsafe { RegionMemory::from_raw_parts_with_free(p.cast(), len, free) })
+    }
+
+    /// Octets allocated from DPDK's heap, all sockets (`rte_malloc_get_socket_stats`).
+    pub fn heap_allocated(&self) -> u64 {
+        let mut total = 0u64;
+        for socket in 0..dpdk_sys::RTE_MAX_NUMA_NODES as i32 {
+            // SAFETY: EAL is initialised; the stats struct is plain data written by DPDK
+            // (a socket without a heap returns an error and is skipped).
+            let mut st: dpdk_sys::rte_malloc_socket_stats = unsafe { std::mem::zeroed() };
+            let r = unsafe { dpdk_sys::rte_malloc_get_socket_stats(socket, &mut st) };
+            if r == 0 {
+                total += st.heap_allocsz_bytes as u64;
+            }
+        }
+        total
     }
 
     /// Ethernet devices available to open (`rte_eth_dev_count_avail`).

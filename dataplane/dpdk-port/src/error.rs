@@ -10,6 +10,8 @@ pub(crate) const EBUSY: i32 = 16;
 pub(crate) const ENODEV: i32 = 19;
 /// `EALREADY` on Linux.
 pub(crate) const EALREADY: i32 = 114;
+/// `ENOMEM` (Linux value).
+pub(crate) const ENOMEM: i32 = 12;
 
 /// A DPDK call (or a check made before one) that failed.
 ///

@@ -393,6 +393,24 @@ fn inner_veth_traffic() {
     assert_eq!(again.code, 114, "{again}");
     assert!(again.to_string().starts_with("rte_eal_init: "), "{again}");
 
+    // Region memory from DPDK's heap: zeroed, page-aligned, counted by the heap while it
+    // lives, given back when dropped; more than the heap holds is a clear error.
+    let before = eal.heap_allocated();
+    let m = eal.region_memory(3 << 20).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(m.len(), 3 << 20);
+    assert_eq!(m.as_ptr() as usize % 4096, 0);
+    assert!(eal.heap_allocated() >= before + (3 << 20));
+    let mut back = vec![1u8; 3 << 20];
+    m.read(0, &mut back).unwrap();
+    assert!(back.iter().all(|&b| b == 0));
+    m.write((3 << 20) - 5, b"tail!").unwrap();
+    m.read((3 << 20) - 5, &mut back[..5]).unwrap();
+    assert_eq!(&back[..5], b"tail!");
+    drop(m);
+    assert!(eal.heap_allocated() < before + (3 << 20));
+    let e = eal.region_memory(1 << 40).unwrap_err();
+    assert!(e.to_string().contains("no room"), "{e}");
+
     // Unknown device.
     let e = DpdkPort::open(&eal, &PortConfig::new("net_nosuch0")).unwrap_err();
     assert_eq!(e.code, 19, "{e}");

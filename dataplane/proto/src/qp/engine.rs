@@ -1517,9 +1517,12 @@ impl UlpduSink for FpduSink<'_> {
             return Ok(());
         };
         w.put_with(len, |at, n, out, crc| {
-            mr.memory()
-                .append_crc32c_sum(off + at, n, out, crc)
-                .map_err(MrError::from)
+            let mem = mr.memory();
+            match crc {
+                Some(crc) => mem.append_crc32c_sum(off + at, n, out, crc),
+                None => mem.append_to(off + at, n, out).map(|()| (0, 0)),
+            }
+            .map_err(MrError::from)
         })
     }
 }

@@ -359,6 +359,11 @@ pub struct FpduWriter<'a> {
     left: usize,
     /// Where the FPDU starts in `out`.
     base: usize,
+    /// Markers are on: the runs between them are short (at most 508 octets), so they are
+    /// copied as they come and the CRC and the sum are taken in one pass over the FPDU's
+    /// contiguous wire octets when it is finished (still in cache), instead of one
+    /// kernel call per run.
+    deferred: bool,
 }
 
 impl<'a> FpduWriter<'a> {
@@ -381,6 +386,7 @@ impl<'a> FpduWriter<'a> {
             sum: 0,
             left: layout.ulpdu_len,
             base,
+            deferred: layout.markers,
         };
         if layout.has_leading_marker() {
             w.marker();
@@ -412,6 +418,11 @@ impl<'a> FpduWriter<'a> {
 
     /// Appends octets of the FPDU (no marker boundary inside).
     fn append(&mut self, data: &[u8]) {
+        if self.deferred {
+            self.out.extend_from_slice(data);
+            self.pos += data.len() as u64;
+            return;
+        }
         let at = self.out.len() - self.base;
         let (crc, sum) = kernels::append_crc32c_sum(self.out, data, self.crc);
         self.crc = crc;
@@ -454,15 +465,17 @@ impl<'a> FpduWriter<'a> {
     }
 
     /// Puts the next `len` octets of the ULPDU from a source that copies them itself:
-    /// `copy(src_offset, n, out, crc)` appends the source's octets `src_offset ..
+    /// `copy(src_offset, n, out, Some(crc))` appends the source's octets `src_offset ..
     /// src_offset + n` to `out` and returns the CRC32c advanced over them from `crc` and
     /// their unfolded one's complement sum (what [`fastpath::kernels::append_crc32c_sum`]
-    /// returns). It is called once per run between markers. On its error nothing more is
-    /// put and the error is returned; the caller abandons the FPDU (truncating `out`).
+    /// returns); `copy(src_offset, n, out, None)` only appends them (with markers, where
+    /// the writer takes CRC and sum over the finished FPDU), its result ignored. It is
+    /// called once per run between markers. On its error nothing more is put and the
+    /// error is returned; the caller abandons the FPDU (truncating `out`).
     pub fn put_with<E>(
         &mut self,
         len: usize,
-        mut copy: impl FnMut(usize, usize, &mut Vec<u8>, u32) -> Result<(u32, u64), E>,
+        mut copy: impl FnMut(usize, usize, &mut Vec<u8>, Option<u32>) -> Result<(u32, u64), E>,
     ) -> Result<(), E> {
         let len = len.min(self.left);
         let mut done = 0;
@@ -470,10 +483,13 @@ impl<'a> FpduWriter<'a> {
             self.pending_marker();
             let n = self.room().min(len - done);
             let at = self.out.len() - self.base;
-            let (crc, sum) = copy(done, n, self.out, self.crc)?;
+            let crc = (!self.deferred).then_some(self.crc);
+            let (crc, sum) = copy(done, n, self.out, crc)?;
             debug_assert_eq!(self.out.len() - self.base, at + n);
-            self.crc = crc;
-            self.add_sum(at, sum);
+            if !self.deferred {
+                self.crc = crc;
+                self.add_sum(at, sum);
+            }
             self.pos += n as u64;
             done += n;
             self.left -= n;
@@ -501,11 +517,24 @@ impl<'a> FpduWriter<'a> {
         // that they are covered by it.
         self.pending_marker();
         debug_assert_eq!(self.out.len() - self.base, self.layout.crc_coverage);
+        if self.deferred {
+            // One pass over the FPDU's octets so far (markers included, as the CRC covers
+            // them), then the CRC field's words by hand.
+            let (crc, sum) = kernels::crc32c_sum(0, &self.out[self.base..]);
+            self.crc = crc;
+            self.sum = sum;
+        }
         let crc_field = if self.crc_on {
             crc::to_wire(self.crc)
         } else {
             [0u8; 4]
         };
+        if self.deferred {
+            // The field sits at a multiple of four from the FPDU's start.
+            let [a, b, c, d] = crc_field;
+            self.sum +=
+                u64::from(u16::from_le_bytes([a, b])) + u64::from(u16::from_le_bytes([c, d]));
+        }
         self.content(&crc_field);
         debug_assert_eq!(self.pos, self.layout.end());
         debug_assert_eq!(self.out.len() - self.base, self.layout.wire_len);
@@ -711,11 +740,14 @@ mod tests {
                     let mut w = b.writer(len, &mut got).unwrap();
                     w.put(&ulpdu[..head]);
                     w.put_with(len - head, |off, n, out, crc| {
-                        Ok::<_, ()>(fastpath::kernels::append_crc32c_sum(
-                            out,
-                            &ulpdu[head + off..head + off + n],
-                            crc,
-                        ))
+                        let src = &ulpdu[head + off..head + off + n];
+                        Ok::<_, ()>(match crc {
+                            Some(crc) => fastpath::kernels::append_crc32c_sum(out, src, crc),
+                            None => {
+                                out.extend_from_slice(src);
+                                (0, 0)
+                            }
+                        })
                     })
                     .unwrap();
                     assert_eq!(w.remaining(), 0);
