@@ -601,17 +601,11 @@ pub struct Cq {
 impl Cq {
     /// Takes up to `max` completions into `out`; returns how many.
     pub fn poll(&self, out: &mut Vec<Completion>, max: usize) -> usize {
-        let mut n = 0;
-        while n < max {
-            match self.ring.pop() {
-                Some(c) => {
-                    out.push(c);
-                    n += 1;
-                }
-                None => break,
-            }
-        }
-        n
+        // One burst: one lock and one index update for all of them.
+        self.ring.pop_burst(max, |c| {
+            out.push(c);
+            true
+        })
     }
 
     /// Takes one completion.

@@ -45,7 +45,7 @@ use crate::port::{Port, PortStats, RxChecksum};
 use crate::rings::{
     CloseReason, ConnId, CoreCmd, CoreEvent, Doorbells, QpPublish, QpRingState, QpRings, Terminates,
 };
-use proto::qp::{MrTable, Qp, QpState, RecvWr, SendWr, WcOpcode};
+use proto::qp::{Completion, MrTable, Qp, QpState, RecvWr, SendWr, WcOpcode};
 use proto::tcp::{
     self, Accepted, Connection, FourTuple, IsnGenerator, Listener, SynPolicy, TimeWait,
     TimeWaitAction,
@@ -270,6 +270,9 @@ struct FpduConn {
     held_send: Option<SendWr>,
     /// A receive work request the QP had no room for yet.
     held_recv: Option<RecvWr>,
+    /// Completions on their way to the send and the receive CQ (kept for their memory).
+    cq_send: Vec<Completion>,
+    cq_recv: Vec<Completion>,
     /// Completions wait in the QP because a CQ was full.
     cq_blocked: bool,
 }
@@ -842,6 +845,8 @@ impl Core {
             mulpdu: max_ulpdu,
             held_send: None,
             held_recv: None,
+            cq_send: Vec::new(),
+            cq_recv: Vec::new(),
             cq_blocked: false,
         });
         f.rings.attach_doorbell(bells, t.to_u64());
@@ -1433,19 +1438,47 @@ fn deframe_into(f: &mut FpduConn, data: &[u8], hints: &CrcHints) -> usize {
 /// in error in its turn ([`Qp::submit_send`]).
 fn take_work_requests(f: &mut FpduConn) -> usize {
     let mut work = 0;
-    while let Some(wr) = f.held_recv.take().or_else(|| f.rings.rq.pop()) {
+    let FpduConn {
+        qp,
+        rings,
+        held_recv,
+        held_send,
+        ..
+    } = f;
+    if let Some(wr) = held_recv.take() {
         work += 1;
-        if let Err(wr) = f.qp.submit_recv(wr) {
-            f.held_recv = Some(wr);
-            break;
+        if let Err(wr) = qp.submit_recv(wr) {
+            *held_recv = Some(wr);
         }
     }
-    while let Some(wr) = f.held_send.take().or_else(|| f.rings.sq.pop()) {
+    if held_recv.is_none() {
+        // Every posted receive in one burst, as far as the QP takes them.
+        work += rings
+            .rq
+            .pop_burst(usize::MAX, |wr| match qp.submit_recv(wr) {
+                Ok(()) => true,
+                Err(wr) => {
+                    *held_recv = Some(wr);
+                    false
+                }
+            });
+    }
+    if let Some(wr) = held_send.take() {
         work += 1;
-        if let Err(wr) = f.qp.submit_send(wr) {
-            f.held_send = Some(wr);
-            break;
+        if let Err(wr) = qp.submit_send(wr) {
+            *held_send = Some(wr);
         }
+    }
+    if held_send.is_none() {
+        work += rings
+            .sq
+            .pop_burst(usize::MAX, |wr| match qp.submit_send(wr) {
+                Ok(()) => true,
+                Err(wr) => {
+                    *held_send = Some(wr);
+                    false
+                }
+            });
     }
     work
 }
@@ -1479,22 +1512,57 @@ fn run_qp(f: &mut FpduConn, tcp: &mut Connection, stats: &mut CoreStats) -> usiz
         work += 1;
     }
     f.cq_blocked = false;
-    loop {
-        // Both CQs must have room before a completion is taken out of the QP.
-        if f.rings.send_cq.is_full() || f.rings.recv_cq.is_full() {
-            f.cq_blocked = f.qp.has_completion();
-            break;
-        }
-        let Some(c) = f.qp.poll_completion() else {
-            break;
-        };
-        let cq = if c.opcode == WcOpcode::Recv {
-            &f.rings.recv_cq
-        } else {
-            &f.rings.send_cq
-        };
-        let _ = cq.push(c);
-        work += 1;
+    if f.qp.has_completion() || !f.cq_send.is_empty() || !f.cq_recv.is_empty() {
+        work += push_completions(f);
     }
     work
+}
+
+/// Moves the QP's completions into its CQ rings in bursts, as far as both have room (a
+/// completion is taken out of the QP only when the CQ it goes to can hold it; one that a
+/// CQ shared with another core could not take after all waits here, in order).
+fn push_completions(f: &mut FpduConn) -> usize {
+    let mut work = 0;
+    let same = Arc::ptr_eq(&f.rings.send_cq, &f.rings.recv_cq);
+    loop {
+        for (ring, pending) in [
+            (&f.rings.send_cq, &mut f.cq_send),
+            (&f.rings.recv_cq, &mut f.cq_recv),
+        ] {
+            if !pending.is_empty() {
+                let k = ring.push_burst(pending.iter().copied());
+                pending.drain(..k);
+                work += k;
+            }
+        }
+        if !f.cq_send.is_empty() || !f.cq_recv.is_empty() {
+            f.cq_blocked = true;
+            return work;
+        }
+        if !f.qp.has_completion() {
+            return work;
+        }
+        let send_room = f.rings.send_cq.room();
+        let recv_room = if same {
+            send_room
+        } else {
+            f.rings.recv_cq.room()
+        };
+        // Take as many as fit whichever CQ they go to, sorted into the two bursts.
+        let budget = send_room.min(recv_room);
+        if budget == 0 {
+            f.cq_blocked = true;
+            return work;
+        }
+        for _ in 0..budget {
+            let Some(c) = f.qp.poll_completion() else {
+                break;
+            };
+            if c.opcode == WcOpcode::Recv && !same {
+                f.cq_recv.push(c);
+            } else {
+                f.cq_send.push(c);
+            }
+        }
+    }
 }
