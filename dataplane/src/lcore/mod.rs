@@ -70,6 +70,10 @@ pub const OUTBOX_FACTOR: usize = 4;
 /// Commands taken from the control thread per poll (the rest wait for the next poll).
 const CMD_BURST: usize = 256;
 
+/// How long a closed connection is kept for a transmission still due (the RST of an
+/// abort waiting for transmit room), microseconds.
+const GONE_GRACE_US: u64 = 1_000_000;
+
 /// A connection idle this long gives back the memory its buffers grew to (µs).
 const IDLE_SHRINK_US: u64 = 1_000_000;
 
@@ -303,6 +307,8 @@ struct Conn {
     close_reason: Option<CloseReason>,
     /// Reported `Closed` (the slot is freed).
     gone: bool,
+    /// When a closed connection was first kept for a transmission still due.
+    gone_since: Option<u64>,
     /// The startup must reach FPDU mode by then.
     startup_deadline: Option<u64>,
     /// A graceful close must be over by then.
@@ -333,6 +339,7 @@ impl Conn {
             half_open,
             close_reason: None,
             gone: false,
+            gone_since: None,
             startup_deadline: None,
             linger_deadline: None,
             timer_at: None,
@@ -1354,7 +1361,16 @@ impl Core {
             c.gone = true;
         }
 
-        if c.gone {
+        // A connection that ended with something still to send (the RST of an abort, when
+        // the port had no transmit room) is kept until it has gone out, for at most
+        // `GONE_GRACE`: a lost RST would leave the peer holding its end.
+        let unsent = poll_at.is_some_and(|at| at <= now);
+        let gone_since = match (c.gone, unsent) {
+            (true, true) => Some(*c.gone_since.get_or_insert(now_us)),
+            _ => None,
+        };
+        let keep = gone_since.is_some_and(|at| now_us.saturating_sub(at) < GONE_GRACE_US);
+        if c.gone && !keep {
             let tuple = *c.tcp.tuple();
             let id = c.id;
             if matches!(c.phase, Phase::Startup { .. }) {

@@ -706,6 +706,7 @@ impl Connection {
         }
         self.state = State::Closed;
         self.rtx_deadline = None;
+        self.tlp_deadline = None;
         self.persist_deadline = None;
         self.progress_deadline = None;
         self.time_wait_deadline = None;
