@@ -310,6 +310,9 @@ unsafe fn take256<const COPY: bool>(dst: *mut u8, src: *const u8, off: usize) ->
 /// instruction for the tail. For the CRC alone, whole superblocks go first through
 /// [`crc_superblocks`] (folding and `crc32` streams side by side).
 ///
+/// Copies at least this long start by aligning their destination (see [`vpclmul`]).
+const ALIGN_COPY_FROM: usize = 2048;
+
 /// # Safety
 ///
 /// The CPU has AVX2, VPCLMULQDQ, PCLMULQDQ and SSE4.2; `src` is valid for reads of `len`
@@ -321,6 +324,23 @@ pub(super) unsafe fn vpclmul<const COPY: bool, const SUM: bool>(
     len: usize,
     crc: u32,
 ) -> (u32, u64) {
+    // A long copy stores to aligned addresses: the first octets up to the next 32-octet
+    // boundary of `dst` go first (an even count, so the sums of the two parts add), and a
+    // destination at an odd address stays as it is. Stores that straddle cache lines cost
+    // more than loads that do (a ULPDU's payload follows a 2-octet ULPDU_Length).
+    if COPY && len >= ALIGN_COPY_FROM {
+        let head = (32 - (dst as usize & 31)) & 31;
+        if head != 0 && head.is_multiple_of(2) {
+            // SAFETY: `head < 32 <= len`: the head and the rest lie in both ranges, which
+            // the caller vouches for; the rest's destination is aligned, so this does not
+            // come back here.
+            let (c1, s1) = unsafe { vpclmul::<COPY, SUM>(dst, src, head, crc) };
+            // SAFETY: as above.
+            let (c2, s2) =
+                unsafe { vpclmul::<COPY, SUM>(dst.add(head), src.add(head), len - head, c1) };
+            return (c2, s1 + s2);
+        }
+    }
     let mut acc: u128 = 0;
     let (mut reg, done) = if COPY || SUM {
         (!crc, 0)

@@ -364,7 +364,15 @@ pub struct FpduWriter<'a> {
     /// contiguous wire octets when it is finished (still in cache), instead of one
     /// kernel call per run.
     deferred: bool,
+    /// Without markers: where in the FPDU the octets not yet added to the CRC and the sum
+    /// start. Small pieces (the ULPDU_Length, a DDP header, the PAD) are copied as they
+    /// come and taken in one kernel call with the next large one, rather than one call
+    /// each.
+    pending: Option<usize>,
 }
+
+/// Pieces shorter than this are copied and added to the CRC and the sum later, together.
+const SMALL_PIECE: usize = 64;
 
 impl<'a> FpduWriter<'a> {
     fn new(
@@ -387,6 +395,7 @@ impl<'a> FpduWriter<'a> {
             left: layout.ulpdu_len,
             base,
             deferred: layout.markers,
+            pending: None,
         };
         if layout.has_leading_marker() {
             w.marker();
@@ -416,6 +425,15 @@ impl<'a> FpduWriter<'a> {
         self.append(&m);
     }
 
+    /// Adds the octets copied since `pending` to the CRC and the sum.
+    fn flush_pending(&mut self) {
+        if let Some(p) = self.pending.take() {
+            let (crc, sum) = kernels::crc32c_sum(self.crc, &self.out[self.base + p..]);
+            self.crc = crc;
+            self.add_sum(p, sum);
+        }
+    }
+
     /// Appends octets of the FPDU (no marker boundary inside).
     fn append(&mut self, data: &[u8]) {
         if self.deferred {
@@ -424,6 +442,13 @@ impl<'a> FpduWriter<'a> {
             return;
         }
         let at = self.out.len() - self.base;
+        if data.len() < SMALL_PIECE {
+            self.pending.get_or_insert(at);
+            self.out.extend_from_slice(data);
+            self.pos += data.len() as u64;
+            return;
+        }
+        self.flush_pending();
         let (crc, sum) = kernels::append_crc32c_sum(self.out, data, self.crc);
         self.crc = crc;
         self.add_sum(at, sum);
@@ -482,6 +507,9 @@ impl<'a> FpduWriter<'a> {
         while done < len {
             self.pending_marker();
             let n = self.room().min(len - done);
+            if !self.deferred {
+                self.flush_pending();
+            }
             let at = self.out.len() - self.base;
             let crc = (!self.deferred).then_some(self.crc);
             let (crc, sum) = copy(done, n, self.out, crc)?;
@@ -523,19 +551,20 @@ impl<'a> FpduWriter<'a> {
             let (crc, sum) = kernels::crc32c_sum(0, &self.out[self.base..]);
             self.crc = crc;
             self.sum = sum;
+        } else {
+            self.flush_pending();
         }
         let crc_field = if self.crc_on {
             crc::to_wire(self.crc)
         } else {
             [0u8; 4]
         };
-        if self.deferred {
-            // The field sits at a multiple of four from the FPDU's start.
-            let [a, b, c, d] = crc_field;
-            self.sum +=
-                u64::from(u16::from_le_bytes([a, b])) + u64::from(u16::from_le_bytes([c, d]));
-        }
-        self.content(&crc_field);
+        // The field sits at a multiple of four from the FPDU's start (so no marker falls
+        // inside it, and its words add to the sum as they are); the CRC does not cover it.
+        let [a, b, c, d] = crc_field;
+        self.sum += u64::from(u16::from_le_bytes([a, b])) + u64::from(u16::from_le_bytes([c, d]));
+        self.out.extend_from_slice(&crc_field);
+        self.pos += CRC_LEN as u64;
         debug_assert_eq!(self.pos, self.layout.end());
         debug_assert_eq!(self.out.len() - self.base, self.layout.wire_len);
         *self.framer_pos = self.layout.end();
