@@ -134,8 +134,12 @@ impl std::error::Error for DeframeError {}
 /// octets alone, so a hint can never make a wrong FPDU pass.
 #[derive(Debug, Clone, Default)]
 pub struct CrcHints {
-    /// `(address, length, CRC32c)` of each run.
+    /// `(address, length, CRC32c)` of each run, in stream order.
     runs: Vec<(usize, usize, u32)>,
+    /// The run the next lookup most likely wants: the deframer checks FPDUs in the order
+    /// the hints were taken, so a lookup looks there first (a segment of forty small
+    /// FPDUs costs forty comparisons, not eight hundred).
+    next: std::cell::Cell<usize>,
 }
 
 /// At most this many hints are taken per segment (a jumbo segment of small FPDUs: the
@@ -151,6 +155,7 @@ impl CrcHints {
     /// Forgets every hint (keeps the memory).
     pub fn clear(&mut self) {
         self.runs.clear();
+        self.next.set(0);
     }
 
     /// Hints held.
@@ -166,10 +171,13 @@ impl CrcHints {
     /// The CRC32c of `run`, if hinted.
     fn get(&self, run: &[u8]) -> Option<u32> {
         let key = (run.as_ptr() as usize, run.len());
-        self.runs
-            .iter()
-            .find(|&&(a, l, _)| (a, l) == key)
-            .map(|&(_, _, c)| c)
+        let i = self.next.get();
+        let found = match self.runs.get(i) {
+            Some(&(a, l, _)) if (a, l) == key => Some(i),
+            _ => self.runs.iter().position(|&(a, l, _)| (a, l) == key),
+        }?;
+        self.next.set(found + 1);
+        Some(self.runs[found].2)
     }
 
     /// One pass over a TCP segment's `payload` that returns its one's complement sum (as
@@ -181,7 +189,7 @@ impl CrcHints {
     /// that do not start with an FPDU, it is the sum alone and no hint is wrong, only
     /// unused.
     pub fn take(&mut self, mode: FpduMode, mut pos: u64, payload: &[u8]) -> u16 {
-        self.runs.clear();
+        self.clear();
         let mut sum = 0u64;
         let mut at = 0usize;
         if mode.crc {

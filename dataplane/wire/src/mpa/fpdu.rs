@@ -494,7 +494,8 @@ impl<'a> FpduWriter<'a> {
     /// src_offset + n` to `out` and returns the CRC32c advanced over them from `crc` and
     /// their unfolded one's complement sum (what [`fastpath::kernels::append_crc32c_sum`]
     /// returns); `copy(src_offset, n, out, None)` only appends them (with markers, where
-    /// the writer takes CRC and sum over the finished FPDU), its result ignored. It is
+    /// the writer takes CRC and sum over the finished FPDU, and for pieces too small for a
+    /// kernel call of their own), its result ignored. It is
     /// called once per run between markers. On its error nothing more is put and the
     /// error is returned; the caller abandons the FPDU (truncating `out`).
     pub fn put_with<E>(
@@ -507,10 +508,20 @@ impl<'a> FpduWriter<'a> {
         while done < len {
             self.pending_marker();
             let n = self.room().min(len - done);
+            let at = self.out.len() - self.base;
+            if !self.deferred && n < SMALL_PIECE {
+                // A small piece joins the pending octets: copied now, summed later.
+                copy(done, n, self.out, None)?;
+                debug_assert_eq!(self.out.len() - self.base, at + n);
+                self.pending.get_or_insert(at);
+                self.pos += n as u64;
+                done += n;
+                self.left -= n;
+                continue;
+            }
             if !self.deferred {
                 self.flush_pending();
             }
-            let at = self.out.len() - self.base;
             let crc = (!self.deferred).then_some(self.crc);
             let (crc, sum) = copy(done, n, self.out, crc)?;
             debug_assert_eq!(self.out.len() - self.base, at + n);
@@ -757,7 +768,20 @@ mod tests {
             FpduMode::default(),
         ] {
             for start in [0u64, 4, 300, 468, 492, 508, 1020] {
-                for len in [1usize, 2, 3, 5, 100, 509, 1441, 4000, MAX_ULPDU_LEN] {
+                for len in [
+                    1usize,
+                    2,
+                    3,
+                    5,
+                    20,
+                    70,
+                    71,
+                    100,
+                    509,
+                    1441,
+                    4000,
+                    MAX_ULPDU_LEN,
+                ] {
                     let ulpdu: Vec<u8> = (0..len).map(|i| (i * 13 + len) as u8).collect();
                     let mut a = Framer::at_offset(mode, start);
                     let mut want = Vec::new();
