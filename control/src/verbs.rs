@@ -56,7 +56,8 @@ struct DeviceInner {
 }
 
 /// Allocates the memory of a region of `len` octets for [`Pd::reg_mr`] (zeroed); the
-/// error says why it could not.
+/// error says why it could not (the registration then fails with
+/// [`MrError::AllocFailed`]).
 pub type RegionAllocator = Arc<dyn Fn(usize) -> Result<RegionMemory, String> + Send + Sync>;
 
 /// How long a request that must not be lost (reject, disconnect, unlisten) waits for room
@@ -498,6 +499,9 @@ impl Mr {
 impl Drop for Mr {
     fn drop(&mut self) {
         self.table.deregister(self.region.stag());
+        // Whatever the table said: once the Mr is gone no copy touches the memory (a
+        // consumer's own buffer is its own again).
+        self.region.revoke();
     }
 }
 
@@ -552,7 +556,12 @@ impl Pd {
         let base = next_base_to(len);
         let region = match self.dev.inner.regions.get() {
             Some(alloc) => {
+                // MrError has no room for the allocator's reason; the caller learns that
+                // memory could not be had (AllocFailed), as with the process heap.
                 let mem = alloc(len).map_err(|_| MrError::AllocFailed)?;
+                if mem.len() != len {
+                    return Err(MrError::AllocFailed);
+                }
                 table.register_memory(self.id, base, mem, access)?
             }
             None => table.register(self.id, base, len, access)?,

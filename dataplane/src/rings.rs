@@ -4,8 +4,8 @@
 //! * Consumer ↔ core, per QP: the send queue and receive queue ([`QpRings`]) and the
 //!   completion queues ([`CqRing`]) are bounded rings in shared memory that move work
 //!   requests and completions in bursts ([`BurstRing`]): the core takes every posted
-//!   request and the consumer every completion with one uncontended spin lock and one
-//!   index update, never a system call.
+//!   request and the consumer every completion with one uncontended lock and one index
+//!   update, never a system call.
 //! * Control thread ↔ core: [`CoreCmd`] and [`CoreEvent`] travel through bounded channels
 //!   ([`Limits::control_queue`](crate::limits::Limits::control_queue)). They carry
 //!   connection management and the streaming-mode octets of the MPA startup, and end with
@@ -25,11 +25,10 @@
 
 use std::net::SocketAddrV4;
 use std::sync::atomic::{fence, AtomicBool, AtomicU8, Ordering};
-use std::sync::{Arc, OnceLock};
+use std::sync::{Arc, Mutex, OnceLock};
 
 use crossbeam::queue::ArrayQueue;
 use rtrb::{Consumer, Producer, PushError, RingBuffer};
-use spin::mutex::SpinMutex;
 
 use proto::qp::{Completion, QpConfig, RecvWr, SendWr};
 use proto::tcp::FourTuple;
@@ -68,15 +67,17 @@ pub fn conn_id(core: usize, n: u64, active: bool) -> ConnId {
 }
 
 /// A bounded ring that moves elements in bursts: a single-producer single-consumer ring
-/// (`rtrb`) whose producer side and consumer side each sit behind a spin lock of their own
-/// (one atomic swap to take, one store to give back), taken once per burst. Where one thread produces and one consumes (a QP's work queues:
+/// (`rtrb`) whose producer side and consumer side each sit behind a lock of their own,
+/// taken once per burst (std's mutex: uncontended it costs two atomic operations, and a
+/// holder preempted while several threads post to one QP or poll one CQ makes the others
+/// sleep, not spin). Where one thread produces and one consumes (a QP's work queues:
 /// its consumer posts, its core takes; a CQ of one core's QPs) the locks are never
 /// contended, and a burst of `n` elements costs one lock, one index update and `n`
 /// copies, where a lock-free MPMC ring pays an atomic read-modify-write per element.
 /// Several producers (or consumers) are still correct: they take turns.
 pub struct BurstRing<T> {
-    producer: SpinMutex<Producer<T>>,
-    consumer: SpinMutex<Consumer<T>>,
+    producer: Mutex<Producer<T>>,
+    consumer: Mutex<Consumer<T>>,
     capacity: usize,
 }
 
@@ -89,8 +90,10 @@ impl<T> std::fmt::Debug for BurstRing<T> {
     }
 }
 
-fn lock<U>(m: &SpinMutex<U>) -> spin::mutex::SpinMutexGuard<'_, U> {
-    m.lock()
+/// A poisoned lock's data is still consistent (the ring's indices are updated atomically
+/// by `rtrb`): use it.
+fn lock<U>(m: &Mutex<U>) -> std::sync::MutexGuard<'_, U> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 impl<T> BurstRing<T> {
@@ -99,8 +102,8 @@ impl<T> BurstRing<T> {
         let capacity = capacity.max(1);
         let (producer, consumer) = RingBuffer::new(capacity);
         BurstRing {
-            producer: SpinMutex::new(producer),
-            consumer: SpinMutex::new(consumer),
+            producer: Mutex::new(producer),
+            consumer: Mutex::new(consumer),
             capacity,
         }
     }

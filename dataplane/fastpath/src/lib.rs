@@ -8,5 +8,7 @@
 //! * [`regmem`]: registered memory as real memory: page-aligned regions we allocate, or a
 //!   consumer's own buffer registered in place (as `ibv_reg_mr` does).
 
+#![warn(unsafe_op_in_unsafe_fn, clippy::undocumented_unsafe_blocks)]
+
 pub mod kernels;
 pub mod regmem;

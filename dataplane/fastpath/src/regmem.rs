@@ -14,13 +14,27 @@
 //!   ([`RegionMemory::from_raw_parts_with_free`]).
 //!
 //! Every copy is a plain copy through raw pointers (one pass of the [`crate::kernels`] when
-//! a CRC32c and a sum are wanted too); no Rust reference to the memory is ever made, since
-//! another thread may be copying into or out of it at the same moment, as a NIC's DMA may.
-//! As with a hardware RNIC, octets that the peer is placing while the consumer reads them
-//! have no defined value until the message completes, with one exception that pollers rely
-//! on: [`RegionMemory::write_last_visible_last`] stores the final octet of a placement
-//! last, with Release, so a poller that sees it with [`RegionMemory::load_u8_acquire`]
-//! sees every octet before it.
+//! a CRC32c and a sum are wanted too); no Rust reference to the memory is ever made.
+//!
+//! # The RDMA contract, and what it means for Rust
+//!
+//! Registered memory is shared with the peer as it is with a NIC's DMA: the core copies
+//! into a region when the peer writes it (RDMA Write, Read Response, Send) and out of it
+//! when the peer reads it. The verbs contract holds here as with any RNIC, and the consumer
+//! keeps it: it does not write octets that an outstanding operation reads (a posted Send,
+//! Write or Read Response source, a region the peer may RDMA Read), and it does not read
+//! octets that the peer may be placing into until the message that places them has
+//! completed. Kept, no two threads ever touch the same octet at once and every copy is
+//! well-defined. Broken (the consumer writing a region while the peer reads it, say), the
+//! copies race: the octets read have no defined value, as with a NIC, and in terms of the
+//! Rust memory model the racing copies are a data race. This module does not make that
+//! impossible in safe code, on purpose: ruling it out would take atomic accesses to every
+//! octet on both sides, which is the per-word cost the fast path exists to remove. The one
+//! concurrent access RDMA does define is honoured: [`RegionMemory::write_last_visible_last`]
+//! stores the final octet of a placement last, with an atomic Release store, so a poller
+//! that watches it with [`RegionMemory::load_u8_acquire`] (an atomic Acquire load) sees
+//! every octet before it once it sees that one. A poller watches only octets it expects
+//! the peer to write once, as RDMA pollers do.
 //!
 //! Offsets and lengths are checked on every access: nothing here panics or touches memory
 //! outside the region on bad input; accesses return [`AccessError`].
@@ -185,6 +199,10 @@ impl RegionMemory {
     /// must not hold a Rust reference (`&[u8]`, `&mut [u8]`) to them across such a time,
     /// and reads them through this region (or raw pointers) instead.
     pub unsafe fn from_raw_parts(ptr: *mut u8, len: usize) -> Self {
+        assert!(
+            len == 0 || !ptr.is_null(),
+            "RegionMemory::from_raw_parts: a null pointer for {len} octets"
+        );
         match NonNull::new(ptr) {
             Some(p) if len > 0 => Self::with(p, len, Owner::Borrowed, true),
             _ => Self::with(NonNull::dangling(), 0, Owner::Empty, false),
@@ -262,6 +280,11 @@ impl RegionMemory {
             }
             return Ok(Pass(None));
         }
+        if self.gate.load(Ordering::Relaxed) & REVOKED != 0 {
+            // Revoked: no need to touch the count (a caller retrying in a loop would keep
+            // `revoke` waiting).
+            return Err(AccessError::Revoked);
+        }
         let prev = self.gate.fetch_add(1, Ordering::Acquire);
         let pass = Pass(Some(&self.gate));
         if prev & REVOKED != 0 {
@@ -297,9 +320,11 @@ impl RegionMemory {
         };
         // SAFETY: as in `write`, for the first `len - 1` octets.
         unsafe { std::ptr::copy_nonoverlapping(body.as_ptr(), self.at(offset), body.len()) };
-        // SAFETY: octet offset + len - 1 is inside the region; an AtomicU8 has the size
-        // and alignment of a u8, and every access to this octet that may race with this
-        // one is atomic (pollers use `load_u8_acquire`).
+        // SAFETY: octet offset + len - 1 is inside the region, valid while the pass is
+        // held; an AtomicU8 has the size and alignment of a u8. The access that may run
+        // at the same time as this store is a poller's atomic load of the same octet
+        // (`load_u8_acquire`); non-atomic accesses to it at the same time are what the
+        // contract in the module docs rules out.
         let cell = unsafe { AtomicU8::from_ptr(self.at(offset + body.len())) };
         cell.store(last, Ordering::Release);
         Ok(())
@@ -367,7 +392,9 @@ impl RegionMemory {
     /// [`RegionMemory::write_last_visible_last`]).
     pub fn load_u8_acquire(&self, offset: usize) -> Result<u8, AccessError> {
         let _pass = self.enter(offset, 1)?;
-        // SAFETY: the octet is inside the region; see `write_last_visible_last`.
+        // SAFETY: the octet is inside the region, valid while the pass is held; an
+        // AtomicU8 has the size and alignment of a u8; the store it may meet at the same
+        // time is `write_last_visible_last`'s atomic one (see the module docs).
         let cell = unsafe { AtomicU8::from_ptr(self.at(offset)) };
         Ok(cell.load(Ordering::Acquire))
     }
@@ -501,18 +528,22 @@ mod tests {
         let ptr = mine.as_mut_ptr();
         // SAFETY: `mine` outlives the region (revoked before `mine` is touched again).
         let m = Arc::new(unsafe { RegionMemory::from_raw_parts(ptr, 1 << 20) });
+        let started = Arc::new(std::sync::atomic::AtomicBool::new(false));
         let writer = {
-            let m = m.clone();
+            let (m, started) = (m.clone(), started.clone());
             std::thread::spawn(move || {
                 let src = vec![0x5Au8; 1 << 20];
                 let mut n = 0u64;
                 while m.write(0, &src).is_ok() {
                     n += 1;
+                    started.store(true, Ordering::Release);
                 }
                 n
             })
         };
-        std::thread::sleep(std::time::Duration::from_millis(20));
+        while !started.load(Ordering::Acquire) {
+            std::thread::yield_now();
+        }
         m.revoke();
         // No copy runs now: the buffer is ours again.
         mine[0] = 1;

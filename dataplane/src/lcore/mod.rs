@@ -1361,10 +1361,16 @@ impl Core {
             c.gone = true;
         }
 
-        // A connection that ended with something still to send (the RST of an abort, when
-        // the port had no transmit room) is kept until it has gone out, for at most
-        // `GONE_GRACE`: a lost RST would leave the peer holding its end.
-        let unsent = poll_at.is_some_and(|at| at <= now);
+        // A connection that ended with its RST still to send (an abort when the port had
+        // no transmit room) is kept until the RST has gone out, for at most
+        // `GONE_GRACE_US`: a lost RST would leave the peer holding its end. Its QP is in
+        // error meanwhile.
+        let unsent = c.tcp.rst_pending();
+        if c.gone && unsent {
+            if let Phase::Fpdu(f) = &c.phase {
+                f.rings.set_state(QpRingState::Error);
+            }
+        }
         let gone_since = match (c.gone, unsent) {
             (true, true) => Some(*c.gone_since.get_or_insert(now_us)),
             _ => None,

@@ -907,20 +907,7 @@ impl Qp {
         if let Some(mr) = &m.mr {
             if !mr.is_valid() {
                 // The local source was invalidated or deregistered under us.
-                let (err, inv) = match m.kind {
-                    TxKind::ReadResponse { .. } => (
-                        TermError::from(RemoteProtectionError::InvalidStag),
-                        Involved::None,
-                    ),
-                    _ => (
-                        TermError::Rdmap(RdmapError::LOCAL_CATASTROPHIC),
-                        Involved::None,
-                    ),
-                };
-                if let Some(seq) = m.seq {
-                    self.finish_slot(seq, WcStatus::LocalProtectionError, Some(err));
-                }
-                self.fail(err, None, inv);
+                self.source_gone(m);
                 return false;
             }
         }
@@ -957,8 +944,11 @@ impl Qp {
             TxKind::ReadRequest => {}
         }
         if n > 0 {
-            if let Some(mr) = &m.mr {
-                if sink.put_region(mr, m.off + m.sent, n).is_err() {
+            if let Some(mr) = m.mr.clone() {
+                if sink.put_region(&mr, m.off + m.sent, n).is_err() {
+                    // The source's memory went away between the check above and the copy
+                    // (revoked by a deregistration): fail as for an invalid source.
+                    self.source_gone(m);
                     return false;
                 }
             }
@@ -967,6 +957,26 @@ impl Qp {
         self.stats.tx_ulpdus += 1;
         self.stats.tx_payload_octets += n as u64;
         true
+    }
+
+    /// The local source of `m` was invalidated or deregistered under us: its work request
+    /// completes in error and the stream fails (a Read Response's source: the peer's
+    /// Read named an STag that is gone).
+    fn source_gone(&mut self, m: &TxMsg) {
+        let (err, inv) = match m.kind {
+            TxKind::ReadResponse { .. } => (
+                TermError::from(RemoteProtectionError::InvalidStag),
+                Involved::None,
+            ),
+            _ => (
+                TermError::Rdmap(RdmapError::LOCAL_CATASTROPHIC),
+                Involved::None,
+            ),
+        };
+        if let Some(seq) = m.seq {
+            self.finish_slot(seq, WcStatus::LocalProtectionError, Some(err));
+        }
+        self.fail(err, None, inv);
     }
 
     fn message_sent(&mut self, m: TxMsg) {

@@ -236,9 +236,9 @@ impl MemoryRegion {
         &self.mem
     }
 
-    /// Whether the STag is still valid (not invalidated).
+    /// Whether the STag is still valid (not invalidated, its memory not revoked).
     pub fn is_valid(&self) -> bool {
-        self.valid.load(Ordering::Acquire)
+        self.valid.load(Ordering::Acquire) && !self.mem.is_revoked()
     }
 
     /// Invalidates the STag; true if it was valid.

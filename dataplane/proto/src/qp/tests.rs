@@ -1312,3 +1312,98 @@ fn refused_work_requests_complete_in_posting_order() {
         Some((3, WcStatus::Flushed))
     );
 }
+
+/// `poll_fpdu` (the one pass: copy from the region, CRC and sum, markers) frames exactly
+/// the ULPDUs `poll_ulpdu` gives, in every FPDU mode, with the sum of the wire octets; and
+/// a source whose memory is revoked in the middle of a message fails its work request
+/// (and the stream) instead of leaving it stuck.
+#[test]
+fn poll_fpdu_frames_what_poll_ulpdu_gives() {
+    use wire::mpa::fpdu::{FpduMode, Framer};
+    use wire::tcp::checksum;
+    for (markers, crc) in [(false, true), (true, true), (true, false), (false, false)] {
+        let mode = FpduMode { markers, crc };
+        let mut plain = side(cfg(1));
+        let mut framed = side(cfg(1));
+        let data = pattern(200_000, 3);
+        let mut srcs = Vec::new();
+        for s in [&plain, &framed] {
+            let src = reg(s, 0, data.len(), Access::empty());
+            src.write(0, &data).unwrap();
+            srcs.push(src);
+        }
+        for (s, src) in [(&mut plain, &srcs[0]), (&mut framed, &srcs[1])] {
+            for (i, (off, len)) in [(0u64, 8u32), (1, 70), (5, 150_000), (7, 0)]
+                .iter()
+                .enumerate()
+            {
+                s.qp.post_send(SendWr {
+                    wr_id: i as u64,
+                    op: SendOp::Write {
+                        remote_stag: 0x1234_5601,
+                        remote_to: 0x10_0000 + *off,
+                    },
+                    local: sge(src, *off, *len),
+                    signaled: true,
+                })
+                .unwrap();
+            }
+        }
+        let mut f_ref = Framer::at_offset(mode, 12);
+        let mut f = Framer::at_offset(mode, 12);
+        let mut n = 0;
+        loop {
+            let mut u = Vec::new();
+            let sent = plain.qp.poll_ulpdu(MULPDU, &mut u);
+            let mut rec = vec![0xEE; 5];
+            let got = framed.qp.poll_fpdu(MULPDU, &mut f, &mut rec).unwrap();
+            assert_eq!(sent, got.is_some(), "{mode:?} ULPDU {n}");
+            if !sent {
+                break;
+            }
+            let mut want = Vec::new();
+            f_ref.frame(&u, &mut want).unwrap();
+            assert_eq!(&rec[..5], &[0xEE; 5]);
+            assert_eq!(&rec[5..], &want[..], "{mode:?} ULPDU {n}");
+            assert_eq!(got, Some(checksum::data(&want)), "{mode:?} ULPDU {n}");
+            n += 1;
+        }
+        assert!(n > 100);
+        assert_eq!(completions(&mut plain.qp), completions(&mut framed.qp));
+    }
+
+    // Revoked in the middle of a long Write: the work request completes in error and the
+    // queue pair fails; nothing is left to send but the Terminate.
+    let mut s = side(cfg(1));
+    let src = reg(&s, 0, 100_000, Access::empty());
+    s.qp.post_send(SendWr {
+        wr_id: 9,
+        op: SendOp::Write {
+            remote_stag: 0x1234_5601,
+            remote_to: 0,
+        },
+        local: sge(&src, 0, 100_000),
+        signaled: true,
+    })
+    .unwrap();
+    let mut f = Framer::new(FpduMode::CRC_ONLY);
+    let mut rec = Vec::new();
+    assert!(s.qp.poll_fpdu(MULPDU, &mut f, &mut rec).unwrap().is_some());
+    src.memory().revoke();
+    let mut ulpdus = 0;
+    loop {
+        rec.clear();
+        if s.qp.poll_fpdu(MULPDU, &mut f, &mut rec).unwrap().is_none() {
+            break;
+        }
+        ulpdus += 1;
+        assert!(ulpdus < 10, "still sending from a revoked region");
+    }
+    let c = completions(&mut s.qp);
+    assert_eq!(c.len(), 1, "{c:?}");
+    assert_eq!(
+        (c[0].wr_id, c[0].status),
+        (9, WcStatus::LocalProtectionError)
+    );
+    assert_ne!(s.qp.state(), QpState::Rts);
+}

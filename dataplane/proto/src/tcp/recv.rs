@@ -223,8 +223,6 @@ impl RecvBuffer {
         // it already got them in order; keep them: MPA ignores offsets below its position.
     }
 
-    /// Hands the in-order octets to `f` (in at most two slices) and releases them.
-    /// Returns how many octets were handed out.
     /// Whether octets at stream offset `off` are the next in order with nothing buffered
     /// (so they may be handed out straight away, [`RecvBuffer::delivered`]).
     pub fn in_order_and_empty(&self, off: u64) -> bool {
@@ -240,6 +238,8 @@ impl RecvBuffer {
         }
     }
 
+    /// Hands the in-order octets to `f` (in at most two slices) and releases them.
+    /// Returns how many octets were handed out.
     pub fn drain(&mut self, max: usize, mut f: impl FnMut(u64, &[u8])) -> usize {
         let n = self.ready.len().min(max);
         if n == 0 {

@@ -570,12 +570,23 @@ impl<'a> FpduWriter<'a> {
         } else {
             [0u8; 4]
         };
-        // The field sits at a multiple of four from the FPDU's start (so no marker falls
-        // inside it, and its words add to the sum as they are); the CRC does not cover it.
-        let [a, b, c, d] = crc_field;
-        self.sum += u64::from(u16::from_le_bytes([a, b])) + u64::from(u16::from_le_bytes([c, d]));
-        self.out.extend_from_slice(&crc_field);
-        self.pos += CRC_LEN as u64;
+        let at = self.out.len() - self.base;
+        if self.deferred {
+            // A marker may fall inside the field (an FPDU that does not start at a
+            // multiple of four from the marker origin): it goes in as content does, and
+            // the octets from the field on are summed in one more small pass.
+            self.content(&crc_field);
+            let (_, sum) = kernels::crc32c_sum(0, &self.out[self.base + at..]);
+            self.add_sum(at, sum);
+        } else {
+            // Without markers the field sits at a multiple of four from the FPDU's start:
+            // its words add to the sum as they are. The CRC does not cover it.
+            let [a, b, c, d] = crc_field;
+            self.sum +=
+                u64::from(u16::from_le_bytes([a, b])) + u64::from(u16::from_le_bytes([c, d]));
+            self.out.extend_from_slice(&crc_field);
+            self.pos += CRC_LEN as u64;
+        }
         debug_assert_eq!(self.pos, self.layout.end());
         debug_assert_eq!(self.out.len() - self.base, self.layout.wire_len);
         *self.framer_pos = self.layout.end();
@@ -767,7 +778,7 @@ mod tests {
             },
             FpduMode::default(),
         ] {
-            for start in [0u64, 4, 300, 468, 492, 508, 1020] {
+            for start in [0u64, 4, 7, 300, 301, 468, 492, 506, 508, 510, 1020] {
                 for len in [
                     1usize,
                     2,
@@ -787,6 +798,19 @@ mod tests {
                     let mut want = Vec::new();
                     let sum_a = a.frame_vectored(&[&ulpdu], &mut want).unwrap();
                     assert_eq!(sum_a, checksum::data(&want), "{mode:?} {start} {len}");
+                    // The deframer (its own CRC and marker checks) takes it back whole.
+                    let mut got_back = Vec::new();
+                    crate::mpa::deframe::Deframer::at_offset(mode, start)
+                        .push(&want, |f| {
+                            got_back.push((f.ulpdu.to_vec(), f.crc, f.wire_len));
+                        })
+                        .unwrap_or_else(|e| panic!("{mode:?} {start} {len}: {e}"));
+                    let check = if mode.crc {
+                        crate::mpa::deframe::CrcCheck::Verified
+                    } else {
+                        crate::mpa::deframe::CrcCheck::Unchecked
+                    };
+                    assert_eq!(got_back, vec![(ulpdu.clone(), check, want.len())]);
                     let mut b = Framer::at_offset(mode, start);
                     let mut got = vec![0xEEu8; 3];
                     let head = len.min(7);

@@ -624,6 +624,12 @@ impl Connection {
         self.sendq.take_buffer()
     }
 
+    /// Whether a RST is waiting to be sent (an abort, or the answer to a bad segment, that
+    /// found no transmit room yet).
+    pub fn rst_pending(&self) -> bool {
+        self.pending_rst.is_some()
+    }
+
     /// Octets [`Connection::send_fpdu`] still accepts.
     pub fn send_space(&self) -> usize {
         self.cfg.send_buffer.saturating_sub(self.sendq.bytes())
