@@ -435,6 +435,8 @@ pub struct Qp {
     rx_msg_len: u64,
     rtr_sink: Option<(u32, u64)>,
     write_cache: Option<Arc<MemoryRegion>>,
+    /// The region the last local SGE named ([`Qp::post_send`], [`Qp::post_recv`]).
+    local_cache: Option<Arc<MemoryRegion>>,
     /// A Read Request ULPDU is built here before it is framed.
     scratch: Vec<u8>,
     term_pending: Option<Vec<u8>>,
@@ -508,6 +510,7 @@ impl Qp {
             rx_msg_len: 0,
             rtr_sink: cfg.read_rtr_sink,
             write_cache: None,
+            local_cache: None,
             scratch: Vec::new(),
             term_pending: None,
             cq: VecDeque::new(),
@@ -520,17 +523,30 @@ impl Qp {
 
     /// Resolves a local buffer: its region (none for zero length) and offset.
     fn resolve(
-        &self,
+        &mut self,
         sge: &Sge,
         need: Access,
     ) -> Result<(Option<Arc<MemoryRegion>>, usize), PostError> {
         if sge.len == 0 {
             return Ok((None, 0));
         }
-        let mr = self
-            .mrs
-            .lookup(sge.stag)
-            .ok_or(PostError::LocalProtection(MrError::InvalidStag))?;
+        // The region of the previous request, if it is this one and still valid: a stream
+        // of requests from one buffer takes the table's lock once, not once each.
+        let cached = match &self.local_cache {
+            Some(mr) if mr.stag() == sge.stag && mr.is_valid() => Some(mr.clone()),
+            _ => None,
+        };
+        let mr = match cached {
+            Some(mr) => mr,
+            None => {
+                let mr = self
+                    .mrs
+                    .lookup(sge.stag)
+                    .ok_or(PostError::LocalProtection(MrError::InvalidStag))?;
+                self.local_cache = Some(mr.clone());
+                mr
+            }
+        };
         if mr.pd() != self.cfg.pd {
             return Err(PostError::LocalProtection(MrError::PdMismatch));
         }

@@ -1407,3 +1407,41 @@ fn poll_fpdu_frames_what_poll_ulpdu_gives() {
     );
     assert_ne!(s.qp.state(), QpState::Rts);
 }
+
+/// The region of the previous request is reused without a table lookup only while it is
+/// the one named and still valid: after deregistration or invalidation a request naming
+/// it is refused as before.
+#[test]
+fn local_region_cache_never_outlives_the_region() {
+    let mut p = pair();
+    let src = reg(&p.a, 0, 64, Access::empty());
+    let write = |mr: &MemoryRegion| SendWr {
+        wr_id: 1,
+        op: SendOp::Write {
+            remote_stag: 0x1234_5601,
+            remote_to: 0,
+        },
+        local: sge(mr, 0, 8),
+        signaled: false,
+    };
+    assert_eq!(p.a.qp.post_send(write(&src)), Ok(()));
+    assert_eq!(p.a.qp.post_send(write(&src)), Ok(()));
+    // Another region in between, then back: each is looked up and checked.
+    let other = reg(&p.a, 0x1000, 64, Access::empty());
+    assert_eq!(p.a.qp.post_send(write(&other)), Ok(()));
+    assert_eq!(p.a.qp.post_send(write(&src)), Ok(()));
+    // Deregistered while it is the cached one: gone.
+    assert_eq!(p.a.qp.post_send(write(&other)), Ok(()));
+    assert!(p.a.mrs.deregister(other.stag()));
+    assert_eq!(
+        p.a.qp.post_send(write(&other)),
+        Err(PostError::LocalProtection(MrError::InvalidStag))
+    );
+    // Invalidated but registered, while cached: the table's region says why.
+    assert_eq!(p.a.qp.post_send(write(&src)), Ok(()));
+    p.a.mrs.invalidate(src.stag(), PD).unwrap();
+    assert_eq!(
+        p.a.qp.post_send(write(&src)),
+        Err(PostError::LocalProtection(MrError::Invalidated))
+    );
+}
