@@ -151,3 +151,97 @@ fn the_peer_writes_into_and_reads_from_the_consumers_own_buffers() {
     assert_eq!(t.sent.map(|t| t.error.triple()), Some((1, 1, 0)), "{t:?}");
     assert!(mine.iter().all(|&b| b == 0x11));
 }
+
+/// A consumer's own buffer deregistered while the peer's Write is streaming into it: from
+/// the moment the `Mr` is dropped no octet of the buffer changes, and the rest of the
+/// Write is refused with a Terminate (DDP Invalid STag).
+#[test]
+fn deregistration_in_the_middle_of_a_write_stops_every_placement() {
+    let mut env = Env::perfect();
+    let conn = connected(&mut env);
+    const LEN: usize = 4 << 20;
+    let src = conn
+        .a
+        .pd
+        .reg_mr_memory(
+            RegionMemory::from_boxed(pattern(5, LEN).into_boxed_slice()),
+            Access::LOCAL_WRITE,
+        )
+        .unwrap();
+    let mut mine = vec![0xEEu8; LEN];
+    // SAFETY: `mine` is neither moved nor touched until the region is dropped below.
+    let mem = unsafe { RegionMemory::from_raw_parts(mine.as_mut_ptr(), LEN) };
+    let dst = conn
+        .b
+        .pd
+        .reg_mr_memory(mem, Access::LOCAL_WRITE | Access::REMOTE_WRITE)
+        .unwrap();
+    conn.a
+        .qp
+        .post_send(SendWr {
+            wr_id: 1,
+            op: SendOp::Write {
+                remote_stag: dst.key(),
+                remote_to: dst.base_to(),
+            },
+            local: src.sge(0, LEN as u32),
+            signaled: true,
+        })
+        .unwrap();
+    // Pump until the first octets have landed, then deregister in the middle.
+    env.until("the first placement", |_| {
+        (dst.load_u8_acquire(0) != Some(0xEE)).then_some(())
+    });
+    drop(dst);
+    let snapshot = mine.clone();
+    let placed = snapshot.iter().take_while(|&&b| b != 0xEE).count();
+    assert!(
+        placed > 0 && placed < LEN,
+        "{placed} octets placed before the drop"
+    );
+    let t = env.until("B's Terminate", |_| conn.b.qp.terminates());
+    assert_eq!(t.sent.map(|t| t.error.triple()), Some((1, 1, 0)), "{t:?}");
+    assert!(mine == snapshot, "an octet changed after deregistration");
+    assert_eq!(&mine[..placed], &pattern(5, LEN)[..placed]);
+}
+
+/// `Pd::reg_mr` takes its memory from the device's allocator once one is set: every
+/// region, with the length asked (an allocator that gives another length, or fails, makes
+/// the registration fail); a second allocator is refused.
+#[test]
+fn reg_mr_takes_memory_from_the_device_allocator() {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::sync::Arc;
+    let env = Env::perfect();
+    let dev = &env.pair.a;
+    let calls = Arc::new(AtomicUsize::new(0));
+    let seen = calls.clone();
+    let alloc: RegionAllocator = Arc::new(move |len| {
+        seen.fetch_add(1, Ordering::SeqCst);
+        match len {
+            13 => Ok(RegionMemory::from_boxed(vec![0; 12].into_boxed_slice())),
+            14 => Err("no room".into()),
+            _ => Ok(RegionMemory::from_boxed(vec![0; len].into_boxed_slice())),
+        }
+    });
+    let pd = dev.alloc_pd();
+    let before = pd.reg_mr(64, Access::LOCAL_WRITE).unwrap();
+    assert_eq!(calls.load(Ordering::SeqCst), 0);
+    assert!(dev.set_region_allocator(alloc.clone()));
+    assert!(!dev.set_region_allocator(alloc));
+    let mr = pd.reg_mr(100, Access::LOCAL_WRITE).unwrap();
+    assert_eq!(calls.load(Ordering::SeqCst), 1);
+    assert_eq!(mr.len(), 100);
+    mr.write(99, &[7]).unwrap();
+    assert_eq!(mr.load_u8_acquire(99), Some(7));
+    assert_eq!(
+        pd.reg_mr(13, Access::LOCAL_WRITE).unwrap_err(),
+        MrError::AllocFailed
+    );
+    assert_eq!(
+        pd.reg_mr(14, Access::LOCAL_WRITE).unwrap_err(),
+        MrError::AllocFailed
+    );
+    assert_eq!(calls.load(Ordering::SeqCst), 3);
+    drop(before);
+}

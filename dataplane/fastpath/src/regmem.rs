@@ -198,6 +198,10 @@ impl RegionMemory {
     /// time by the peer (through the core) as a NIC's DMA would change them: the caller
     /// must not hold a Rust reference (`&[u8]`, `&mut [u8]`) to them across such a time,
     /// and reads them through this region (or raw pointers) instead.
+    ///
+    /// # Panics
+    ///
+    /// If `ptr` is null and `len` is not 0 (a caller's bug: no buffer is there).
     pub unsafe fn from_raw_parts(ptr: *mut u8, len: usize) -> Self {
         assert!(
             len == 0 || !ptr.is_null(),
@@ -216,7 +220,15 @@ impl RegionMemory {
     ///
     /// As for [`RegionMemory::from_raw_parts`], and `free` must be the right way to give
     /// this memory back; it is called once, after the last access.
+    ///
+    /// # Panics
+    ///
+    /// As [`RegionMemory::from_raw_parts`].
     pub unsafe fn from_raw_parts_with_free(ptr: *mut u8, len: usize, free: FreeFn) -> Self {
+        assert!(
+            len == 0 || !ptr.is_null(),
+            "RegionMemory::from_raw_parts_with_free: a null pointer for {len} octets"
+        );
         match NonNull::new(ptr) {
             Some(p) if len > 0 => Self::with(p, len, Owner::Foreign(Some(free)), true),
             _ => {

@@ -43,7 +43,8 @@ use crate::limits::Limits;
 use crate::net::{Net, NetConfig, Rx};
 use crate::port::{Port, PortStats, RxChecksum};
 use crate::rings::{
-    CloseReason, ConnId, CoreCmd, CoreEvent, Doorbells, QpPublish, QpRingState, QpRings, Terminates,
+    BurstRing, CloseReason, ConnId, CoreCmd, CoreEvent, Doorbells, QpPublish, QpRingState, QpRings,
+    Terminates,
 };
 use proto::qp::{Completion, MrTable, Qp, QpState, RecvWr, SendWr, WcOpcode};
 use proto::tcp::{
@@ -1459,7 +1460,6 @@ fn deframe_into(f: &mut FpduConn, data: &[u8], hints: &CrcHints) -> usize {
 /// the QP cannot take yet (its queue is full) waits in `held_*`; one it refuses completes
 /// in error in its turn ([`Qp::submit_send`]).
 fn take_work_requests(f: &mut FpduConn) -> usize {
-    let mut work = 0;
     let FpduConn {
         qp,
         rings,
@@ -1467,42 +1467,33 @@ fn take_work_requests(f: &mut FpduConn) -> usize {
         held_send,
         ..
     } = f;
-    if let Some(wr) = held_recv.take() {
+    take_burst(held_recv, &rings.rq, |wr| qp.submit_recv(wr))
+        + take_burst(held_send, &rings.sq, |wr| qp.submit_send(wr))
+}
+
+/// Submits the request `held` back from the last time, then every request waiting in
+/// `ring`, in one burst, until `submit` gives one back (the QP's queue is full), which is
+/// held for next time. Returns how many requests were taken.
+fn take_burst<T>(
+    held: &mut Option<T>,
+    ring: &BurstRing<T>,
+    mut submit: impl FnMut(T) -> Result<(), T>,
+) -> usize {
+    let mut work = 0;
+    if let Some(wr) = held.take() {
         work += 1;
-        if let Err(wr) = qp.submit_recv(wr) {
-            *held_recv = Some(wr);
+        if let Err(wr) = submit(wr) {
+            *held = Some(wr);
+            return work;
         }
     }
-    if held_recv.is_none() {
-        // Every posted receive in one burst, as far as the QP takes them.
-        work += rings
-            .rq
-            .pop_burst(usize::MAX, |wr| match qp.submit_recv(wr) {
-                Ok(()) => true,
-                Err(wr) => {
-                    *held_recv = Some(wr);
-                    false
-                }
-            });
-    }
-    if let Some(wr) = held_send.take() {
-        work += 1;
-        if let Err(wr) = qp.submit_send(wr) {
-            *held_send = Some(wr);
+    work + ring.pop_burst(usize::MAX, |wr| match submit(wr) {
+        Ok(()) => true,
+        Err(wr) => {
+            *held = Some(wr);
+            false
         }
-    }
-    if held_send.is_none() {
-        work += rings
-            .sq
-            .pop_burst(usize::MAX, |wr| match qp.submit_send(wr) {
-                Ok(()) => true,
-                Err(wr) => {
-                    *held_send = Some(wr);
-                    false
-                }
-            });
-    }
-    work
+    })
 }
 
 /// Moves work requests from the rings into the QP, ULPDUs from the QP into TCP as FPDUs,

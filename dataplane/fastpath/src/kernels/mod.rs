@@ -408,3 +408,15 @@ pub fn fold_sum(sum: u64) -> u16 {
     }
     (s as u16).swap_bytes()
 }
+
+/// The unfolded sum `sum` of a run, made to add to the unfolded sum of the run it
+/// continues, which started `offset` octets before it: a run at an odd offset adds
+/// byte-swapped (RFC 1071 section 2), so it is folded and swapped first.
+#[inline]
+pub fn sum_at(sum: u64, offset: usize) -> u64 {
+    if offset.is_multiple_of(2) {
+        sum
+    } else {
+        u64::from(fold_sum(sum))
+    }
+}

@@ -460,3 +460,41 @@ fn copy_length_mismatch_panics() {
     let mut dst = [0u8; 3];
     copy_crc32c_sum(&mut dst, &[1, 2], 0);
 }
+
+proptest! {
+    /// A run's sum placed at any offset (odd included) adds to the sum of what precedes
+    /// it to give the whole's sum.
+    #[test]
+    fn sums_of_runs_join_at_any_offset(
+        data in proptest::collection::vec(any::<u8>(), 0..3000),
+        cut in 0usize..3000,
+    ) {
+        let cut = cut.min(data.len());
+        let (a, b) = data.split_at(cut);
+        let joined = crc32c_sum(0, a).1 + sum_at(crc32c_sum(0, b).1, cut);
+        prop_assert_eq!(fold_sum(joined), reference_sum(&data));
+    }
+}
+
+/// Says which kernels this machine tests (a CPU without a tier cannot test it), and under
+/// CI on x86-64 insists on the SSE4.2 one at least: every x86-64 machine CI runs on has
+/// it, so its absence is a detection fault, not a machine's limit, and must not pass as a
+/// run of the portable kernel alone.
+#[test]
+fn the_kernels_this_machine_tests() {
+    let all = Kernel::all_available();
+    eprintln!(
+        "kernels tested here: {:?} (best: {})",
+        all,
+        Kernel::best().name()
+    );
+    assert!(all.contains(&Kernel::Portable));
+    #[cfg(all(target_arch = "x86_64", not(miri)))]
+    if std::env::var("CI").is_ok_and(|v| v == "true") {
+        assert!(
+            all.contains(&Kernel::Sse42),
+            "no SSE4.2 kernel detected: {all:?}"
+        );
+        assert_ne!(Kernel::best(), Kernel::Portable);
+    }
+}

@@ -209,24 +209,14 @@ impl CrcHints {
                 self.runs
                     .push((covered.as_ptr() as usize, covered.len(), crc));
                 let (_, t) = kernels::crc32c_sum(0, &rest[layout.crc_coverage..layout.wire_len]);
-                sum += fold_even(t, layout.crc_coverage);
+                sum += kernels::sum_at(t, layout.crc_coverage);
                 at += layout.wire_len;
                 pos = layout.end();
             }
         }
         let (_, t) = kernels::crc32c_sum(0, &payload[at..]);
-        sum += fold_even(t, at);
+        sum += kernels::sum_at(t, at);
         kernels::fold_sum(sum)
-    }
-}
-
-/// A run's unfolded sum, made to add to the sum of a run that starts `offset` octets
-/// before it (RFC 1071: a run at an odd offset adds byte-swapped).
-fn fold_even(sum: u64, offset: usize) -> u64 {
-    if offset.is_multiple_of(2) {
-        sum
-    } else {
-        u64::from(kernels::fold_sum(sum))
     }
 }
 

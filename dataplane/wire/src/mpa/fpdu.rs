@@ -359,11 +359,6 @@ pub struct FpduWriter<'a> {
     left: usize,
     /// Where the FPDU starts in `out`.
     base: usize,
-    /// Markers are on: the runs between them are short (at most 508 octets), so they are
-    /// copied as they come and the CRC and the sum are taken in one pass over the FPDU's
-    /// contiguous wire octets when it is finished (still in cache), instead of one
-    /// kernel call per run.
-    deferred: bool,
     /// Without markers: where in the FPDU the octets not yet added to the CRC and the sum
     /// start. Small pieces (the ULPDU_Length, a DDP header, the PAD) are copied as they
     /// come and taken in one kernel call with the next large one, rather than one call
@@ -394,7 +389,6 @@ impl<'a> FpduWriter<'a> {
             sum: 0,
             left: layout.ulpdu_len,
             base,
-            deferred: layout.markers,
             pending: None,
         };
         if layout.has_leading_marker() {
@@ -402,6 +396,14 @@ impl<'a> FpduWriter<'a> {
         }
         w.content(&(layout.ulpdu_len as u16).to_be_bytes());
         w
+    }
+
+    /// Markers are on: the runs between them are short (at most 508 octets), so they are
+    /// copied as they come and the CRC and the sum are taken in one pass over the FPDU's
+    /// contiguous wire octets when it is finished (still in cache), instead of one
+    /// kernel call per run.
+    fn deferred(&self) -> bool {
+        self.layout.markers
     }
 
     /// Octets of ULPDU still expected.
@@ -412,11 +414,7 @@ impl<'a> FpduWriter<'a> {
     /// Adds a run of `len` octets just appended to `out` at FPDU offset `at`, with their
     /// CRC already in `self.crc` and their unfolded sum `sum`.
     fn add_sum(&mut self, at: usize, sum: u64) {
-        self.sum += if at % 2 == 1 {
-            u64::from(fold16(sum).swap_bytes())
-        } else {
-            sum
-        };
+        self.sum += kernels::sum_at(sum, at);
     }
 
     fn marker(&mut self) {
@@ -436,7 +434,7 @@ impl<'a> FpduWriter<'a> {
 
     /// Appends octets of the FPDU (no marker boundary inside).
     fn append(&mut self, data: &[u8]) {
-        if self.deferred {
+        if self.deferred() {
             self.out.extend_from_slice(data);
             self.pos += data.len() as u64;
             return;
@@ -509,7 +507,7 @@ impl<'a> FpduWriter<'a> {
             self.pending_marker();
             let n = self.room().min(len - done);
             let at = self.out.len() - self.base;
-            if !self.deferred && n < SMALL_PIECE {
+            if !self.deferred() && n < SMALL_PIECE {
                 // A small piece joins the pending octets: copied now, summed later.
                 copy(done, n, self.out, None)?;
                 debug_assert_eq!(self.out.len() - self.base, at + n);
@@ -519,13 +517,13 @@ impl<'a> FpduWriter<'a> {
                 self.left -= n;
                 continue;
             }
-            if !self.deferred {
+            if !self.deferred() {
                 self.flush_pending();
             }
-            let crc = (!self.deferred).then_some(self.crc);
+            let crc = (!self.deferred()).then_some(self.crc);
             let (crc, sum) = copy(done, n, self.out, crc)?;
             debug_assert_eq!(self.out.len() - self.base, at + n);
-            if !self.deferred {
+            if !self.deferred() {
                 self.crc = crc;
                 self.add_sum(at, sum);
             }
@@ -534,11 +532,6 @@ impl<'a> FpduWriter<'a> {
             self.left -= n;
         }
         Ok(())
-    }
-
-    /// Where the FPDU starts in the output buffer.
-    pub fn start_in_buffer(&self) -> usize {
-        self.base
     }
 
     /// Ends the FPDU: zero octets for a ULPDU left short, PAD, the marker right after the
@@ -556,7 +549,7 @@ impl<'a> FpduWriter<'a> {
         // that they are covered by it.
         self.pending_marker();
         debug_assert_eq!(self.out.len() - self.base, self.layout.crc_coverage);
-        if self.deferred {
+        if self.deferred() {
             // One pass over the FPDU's octets so far (markers included, as the CRC covers
             // them), then the CRC field's words by hand.
             let (crc, sum) = kernels::crc32c_sum(0, &self.out[self.base..]);
@@ -571,7 +564,7 @@ impl<'a> FpduWriter<'a> {
             [0u8; 4]
         };
         let at = self.out.len() - self.base;
-        if self.deferred {
+        if self.deferred() {
             // A marker may fall inside the field (an FPDU that does not start at a
             // multiple of four from the marker origin): it goes in as content does, and
             // the octets from the field on are summed in one more small pass.
@@ -591,7 +584,7 @@ impl<'a> FpduWriter<'a> {
         debug_assert_eq!(self.out.len() - self.base, self.layout.wire_len);
         *self.framer_pos = self.layout.end();
         self.finished = true;
-        fold16(self.sum).swap_bytes()
+        kernels::fold_sum(self.sum)
     }
 }
 
@@ -601,15 +594,6 @@ impl Drop for FpduWriter<'_> {
             self.out.truncate(self.base);
         }
     }
-}
-
-/// Folds an unfolded one's complement sum to 16 bits (little-endian words: byte-swap the
-/// result for network order).
-fn fold16(mut s: u64) -> u16 {
-    while s > 0xffff {
-        s = (s & 0xffff) + (s >> 16);
-    }
-    s as u16
 }
 
 #[cfg(test)]
