@@ -41,6 +41,18 @@
 //! ARP request and returns [`SendTcpError::Unresolved`]: the segment is not sent and the
 //! TCP engine's retransmission timer sends it again. Frames are not padded to 60 octets
 //! (NICs pad short frames).
+//!
+//! # Transmit segmentation offload
+//!
+//! On a port that segments ([`Port::tso_max_payload`] above 0), data segments (payload,
+//! PSH, no SYN, FIN or RST) are not sent one by one: consecutive segments of one
+//! connection with the same acknowledgment, window and timestamp, each beginning where
+//! the previous ended and all as long as the first but the last, are gathered into one
+//! frame (each payload copied into the port's frame as it comes, once), with the first
+//! one's length as the segment size. [`Net::flush_tso`] queues the frame; so does any
+//! segment that cannot join it. The device then cuts exactly the segments the TCP engine
+//! planned, each starting with an FPDU (RFC 5044 5.3). A frame of one segment goes as an
+//! ordinary checksum-offloaded frame.
 
 use crate::port::{Port, TxPayload, ZERO_COPY_MIN_PAYLOAD};
 use proto::tcp::FourTuple;
@@ -49,7 +61,7 @@ use smoltcp::time::{Duration, Instant};
 use smoltcp::wire::{
     ArpOperation, ArpPacket, ArpRepr, EthernetAddress, EthernetFrame, EthernetProtocol,
     EthernetRepr, Icmpv4Message, Icmpv4Packet, Icmpv4Repr, IpProtocol, Ipv4Address, Ipv4Packet,
-    Ipv4Repr, TcpRepr,
+    Ipv4Repr, TcpControl, TcpRepr, TcpSeqNumber,
 };
 use std::collections::{HashMap, VecDeque};
 use std::fmt;
@@ -205,6 +217,10 @@ pub struct NetStats {
     pub tx_unresolved: u64,
     /// [`Net::send_tcp`] calls that failed with another error.
     pub tx_failed: u64,
+    /// Frames queued for transmit segmentation offload (of two segments or more).
+    pub tx_tso_frames: u64,
+    /// Segments those frames held (also counted in `tx_tcp`).
+    pub tx_tso_segments: u64,
 }
 
 /// A cheap hasher for IPv4 addresses as `u32` keys (multiplicative hashing); the cache
@@ -255,6 +271,78 @@ pub struct Net {
     stats: NetStats,
     /// Answer ARP requests (off while learning from another core's copy).
     answer_arp: bool,
+    /// The frame being gathered for transmit segmentation offload.
+    tso: Option<TsoBatch>,
+}
+
+/// Most segments gathered into one TSO frame (devices commonly take 64 or more).
+pub const TSO_MAX_SEGMENTS: u32 = 64;
+
+/// A frame being gathered for transmit segmentation offload: its payload is in the
+/// port's frame ([`Port::tx_tso_append`]); its headers are written when it is queued.
+#[derive(Debug, Clone, Copy)]
+struct TsoBatch {
+    tuple: FourTuple,
+    dst_mac: EthernetAddress,
+    /// The first segment's TCP header fields (no payload).
+    repr: TcpRepr<'static>,
+    /// The sequence number the next segment must start at.
+    next_seq: TcpSeqNumber,
+    /// The segment size: the first segment's payload length.
+    mss: usize,
+    segments: u32,
+    /// Payload octets gathered.
+    len: usize,
+    /// The largest payload the port takes.
+    max: usize,
+    /// A segment shorter than `mss` was gathered: it is the last.
+    closed: bool,
+}
+
+impl TsoBatch {
+    /// Whether `repr` (a data segment) can join this frame.
+    fn takes(&self, tuple: &FourTuple, repr: &TcpRepr) -> bool {
+        !self.closed
+            && *tuple == self.tuple
+            && repr.seq_number == self.next_seq
+            && repr.ack_number == self.repr.ack_number
+            && repr.window_len == self.repr.window_len
+            && repr.timestamp == self.repr.timestamp
+            && repr.control == self.repr.control
+            && repr.payload.len() <= self.mss
+            && self.len + repr.payload.len() <= self.max
+            && self.segments < TSO_MAX_SEGMENTS
+    }
+}
+
+/// The header fields of `repr`, without its payload.
+fn header_only(repr: &TcpRepr) -> TcpRepr<'static> {
+    TcpRepr {
+        src_port: repr.src_port,
+        dst_port: repr.dst_port,
+        control: repr.control,
+        seq_number: repr.seq_number,
+        ack_number: repr.ack_number,
+        window_len: repr.window_len,
+        window_scale: repr.window_scale,
+        max_seg_size: repr.max_seg_size,
+        sack_permitted: repr.sack_permitted,
+        sack_ranges: repr.sack_ranges,
+        timestamp: repr.timestamp,
+        payload: &[],
+    }
+}
+
+/// Whether `repr` may go in a TSO frame: a data segment with nothing a device would have
+/// to treat specially (SYN, FIN, RST, options only a SYN carries, SACK blocks).
+fn tso_eligible(repr: &TcpRepr) -> bool {
+    repr.control == TcpControl::Psh
+        && !repr.payload.is_empty()
+        && repr.ack_number.is_some()
+        && repr.max_seg_size.is_none()
+        && repr.window_scale.is_none()
+        && !repr.sack_permitted
+        && repr.sack_ranges.iter().all(Option::is_none)
 }
 
 fn key(a: Ipv4Address) -> u32 {
@@ -278,6 +366,7 @@ impl Net {
             replies: VecDeque::new(),
             stats: NetStats::default(),
             answer_arp: true,
+            tso: None,
         }
     }
 
@@ -414,7 +503,9 @@ impl Net {
         tuple: &FourTuple,
         repr: &TcpRepr,
     ) -> Result<(), SendTcpError> {
-        self.send_tcp_record(now, port, tuple, repr, None, None)
+        let r = self.send_tcp_record(now, port, tuple, repr, None, None);
+        self.flush_tso(port);
+        r
     }
 
     /// [`Net::send_tcp`] for a segment whose payload `record` holds (see
@@ -438,13 +529,131 @@ impl Net {
             payload_sum.is_none_or(|s| s == wire::tcp::checksum::data(repr.payload)),
             "a payload sum that is not the payload's"
         );
-        let r = self.try_send_tcp(now, port, tuple, repr, record, payload_sum);
+        let r = if port.tso_max_payload() > 0 {
+            self.send_tcp_tso(now, port, tuple, repr, record, payload_sum)
+        } else {
+            self.try_send_tcp(now, port, tuple, repr, record, payload_sum)
+        };
         match r {
             Ok(()) => self.stats.tx_tcp += 1,
             Err(SendTcpError::Unresolved) => self.stats.tx_unresolved += 1,
             Err(_) => self.stats.tx_failed += 1,
         }
         r
+    }
+
+    /// [`Net::send_tcp_record`] on a port that segments: a data segment joins the frame
+    /// being gathered or starts one; anything else queues that frame first and goes alone.
+    fn send_tcp_tso(
+        &mut self,
+        now: Instant,
+        port: &mut dyn Port,
+        tuple: &FourTuple,
+        repr: &TcpRepr,
+        record: Option<TxPayload<'_>>,
+        payload_sum: Option<u16>,
+    ) -> Result<(), SendTcpError> {
+        if let Some(b) = &mut self.tso {
+            if b.takes(tuple, repr) {
+                if !port.tx_tso_append(repr.payload) {
+                    // The port abandoned the frame: what it held is lost (the TCP engine
+                    // retransmits it).
+                    self.stats.tx_failed += u64::from(b.segments);
+                    self.stats.tx_tcp -= u64::from(b.segments);
+                    self.tso = None;
+                    return Err(SendTcpError::PortFull);
+                }
+                b.next_seq += repr.payload.len();
+                b.segments += 1;
+                b.len += repr.payload.len();
+                b.closed = repr.payload.len() < b.mss;
+                return Ok(());
+            }
+        }
+        self.flush_tso(port);
+        if !tso_eligible(repr) {
+            return self.try_send_tcp(now, port, tuple, repr, record, payload_sum);
+        }
+        if tuple.local_addr != self.cfg.addr {
+            return Err(SendTcpError::BadSource);
+        }
+        let hop = self
+            .next_hop(tuple.remote_addr)
+            .ok_or(SendTcpError::NoRoute)?;
+        if IPV4_LEN + repr.buffer_len() > self.cfg.mtu.min(port.mtu()) {
+            return Err(SendTcpError::TooLarge);
+        }
+        let dst_mac = self
+            .neighbour(now, port, hop)
+            .ok_or(SendTcpError::Unresolved)?;
+        let header_len = ETH_LEN + IPV4_LEN + repr.header_len();
+        if !port.tx_tso_begin(header_len) {
+            return Err(SendTcpError::PortFull);
+        }
+        if !port.tx_tso_append(repr.payload) {
+            return Err(SendTcpError::PortFull);
+        }
+        self.tso = Some(TsoBatch {
+            tuple: *tuple,
+            dst_mac,
+            repr: header_only(repr),
+            next_seq: repr.seq_number + repr.payload.len(),
+            mss: repr.payload.len(),
+            segments: 1,
+            len: repr.payload.len(),
+            max: port.tso_max_payload(),
+            closed: false,
+        });
+        Ok(())
+    }
+
+    /// Queues the frame gathered for transmit segmentation offload, if there is one. The
+    /// core calls it after each connection's transmit; [`Net::send_tcp_record`] calls it
+    /// before any segment that cannot join the frame.
+    pub fn flush_tso(&mut self, port: &mut dyn Port) {
+        let Some(b) = self.tso.take() else {
+            return;
+        };
+        let eth = EthernetRepr {
+            src_addr: self.cfg.mac,
+            dst_addr: b.dst_mac,
+            ethertype: EthernetProtocol::Ipv4,
+        };
+        let tcp_header = b.repr.buffer_len();
+        let ip_payload = tcp_header + b.len;
+        let ip = Ipv4Repr {
+            src_addr: b.tuple.local_addr,
+            dst_addr: b.tuple.remote_addr,
+            next_header: IpProtocol::Tcp,
+            payload_len: ip_payload,
+            hop_limit: TTL,
+        };
+        let (src, dst) = (b.tuple.local_addr, b.tuple.remote_addr);
+        let segmented = b.segments > 1;
+        let mss = segmented.then_some(b.mss as u16);
+        let queued = port.tx_tso_finish(mss, &mut |buf: &mut [u8]| {
+            let caps = ChecksumCapabilities::ignored();
+            eth.emit(&mut EthernetFrame::new_unchecked(&mut *buf));
+            ip.emit(
+                &mut Ipv4Packet::new_unchecked(&mut buf[ETH_LEN..ETH_LEN + IPV4_LEN]),
+                &caps,
+            );
+            let tcp = &mut buf[ETH_LEN + IPV4_LEN..];
+            wire::tcp::emit_segment_header_with_sum(src, dst, &b.repr, &[], None, true, tcp);
+            // A device that segments wants the pseudo-header sum without the length;
+            // one that completes a single frame wants it with.
+            let len = if segmented { 0 } else { ip_payload };
+            wire::tcp::checksum::fill_tcp_pseudo_header_len(src, dst, tcp, len);
+        });
+        if queued {
+            if segmented {
+                self.stats.tx_tso_frames += 1;
+                self.stats.tx_tso_segments += u64::from(b.segments);
+            }
+        } else {
+            self.stats.tx_failed += u64::from(b.segments);
+            self.stats.tx_tcp -= u64::from(b.segments);
+        }
     }
 
     fn try_send_tcp(

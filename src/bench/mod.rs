@@ -146,11 +146,21 @@ pub fn faults_label(f: &FaultConfig) -> String {
     parts.join(" ")
 }
 
-fn wire(f: &FaultConfig, mtu: usize, dir: u64) -> WireConfig {
+fn wire(o: &BenchOptions, dir: u64) -> WireConfig {
     WireConfig {
-        mtu,
-        faults: direction_faults(f, dir),
+        mtu: o.mtu,
+        faults: direction_faults(&o.faults, dir),
         ..WireConfig::default()
+    }
+    .with_tso(o.tso)
+}
+
+/// The in-memory link of a run in a few words, for the report.
+fn memory_link(o: &BenchOptions) -> String {
+    if o.tso {
+        format!("memory mtu={} tso", o.mtu)
+    } else {
+        format!("memory mtu={}", o.mtu)
     }
 }
 
@@ -183,6 +193,10 @@ pub struct BenchOptions {
     pub mpa: MpaPolicy,
     /// Fault injection.
     pub faults: FaultConfig,
+    /// The in-memory link emulates a NIC with TCP segmentation offload (and checksum
+    /// offload): a node's consecutive segments leave as one frame that the link cuts
+    /// ([`dataplane::port::mem::WireConfig::tso`]). Embedded runs only.
+    pub tso: bool,
     /// Check every octet received.
     pub verify: bool,
     /// Show a progress line on long runs.
@@ -234,6 +248,7 @@ impl Default for BenchOptions {
             mtu: 1500,
             mpa: crate::mpa::bench_default(),
             faults: FaultConfig::default(),
+            tso: false,
             verify: false,
             progress: false,
             intervals: None,
@@ -418,8 +433,8 @@ pub fn run_embedded(o: &BenchOptions) -> Result<BenchOutcome, BenchError> {
     if o.qps > 1 || o.cores > 1 || o.bidirectional {
         return scale::run(o);
     }
-    let a_to_b = wire(&o.faults, o.mtu, 0);
-    let b_to_a = wire(&o.faults, o.mtu, 1);
+    let a_to_b = wire(o, 0);
+    let b_to_a = wire(o, 1);
     let pair = embedded::pair(a_to_b, b_to_a, embedded::tcp_config(o.mtu))
         .map_err(|e| BenchError::Options(e.to_string()))?;
     let server_addr = pair.server_addr();
@@ -473,7 +488,7 @@ pub fn run_embedded(o: &BenchOptions) -> Result<BenchOutcome, BenchError> {
         o,
         client,
         vec![core_a.alignment(), core_b.alignment()],
-        format!("memory mtu={}", o.mtu),
+        memory_link(o),
     ))
 }
 

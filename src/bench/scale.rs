@@ -22,8 +22,8 @@ use control::verbs::{conn_core, spawn_core, AlignmentStats, Core, Device, Limits
 
 use super::server::{self, Server, SessionOutcome};
 use super::{
-    check_options, outcome, run_client_elsewhere, wire, BenchError, BenchOptions, BenchOutcome,
-    ClientOutcome, ServerResult, STALL,
+    check_options, memory_link, outcome, run_client_elsewhere, wire, BenchError, BenchOptions,
+    BenchOutcome, ClientOutcome, ServerResult, STALL,
 };
 use crate::mpa;
 use crate::report::{BwSample, LatSample, QpSamples, Sample};
@@ -89,8 +89,8 @@ pub(super) fn run(o: &BenchOptions) -> Result<BenchOutcome, BenchError> {
         b,
         cores_b,
     } = embedded::pair_cores(
-        wire(&o.faults, o.mtu, 0),
-        wire(&o.faults, o.mtu, 1),
+        wire(o, 0),
+        wire(o, 1),
         embedded::tcp_config(o.mtu),
         Limits::default(),
         o.cores,
@@ -142,7 +142,7 @@ pub(super) fn run(o: &BenchOptions) -> Result<BenchOutcome, BenchError> {
         o,
         results,
         vec![al_a, al_b],
-        format!("memory mtu={} cores={}", o.mtu, o.cores),
+        format!("{} cores={}", memory_link(o), o.cores),
     ))
 }
 

@@ -71,6 +71,12 @@ pub struct BenchArgs {
     /// Probability that a frame has a bit flipped (the TCP/IP checksums catch it).
     #[arg(long, default_value_t = 0.0)]
     pub corrupt: f64,
+    /// The in-memory link emulates a NIC with TCP segmentation offload (checksum offload
+    /// with it): consecutive segments of a connection leave as one frame that the link
+    /// cuts into the segments the TCP engine planned. With --config, the port's `tso` key
+    /// decides.
+    #[arg(long, conflicts_with = "config")]
+    pub tso: bool,
     /// Seed of the fault decisions (a failing run can be replayed).
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
@@ -277,6 +283,7 @@ fn options(a: &BenchArgs) -> Result<BenchOptions, String> {
         mtu: a.mtu,
         mpa: a.mpa.applied(&mpa::bench_default()),
         faults: faults(a),
+        tso: a.tso,
         verify: a.verify,
         // On stderr, and only when it is a terminal: never in stdout's JSON or figures.
         progress: true,

@@ -586,6 +586,7 @@ impl Core {
             }
         }
         self.active_spare = list;
+        self.net.flush_tso(&mut *self.port);
         self.port.flush();
         if work == 0 && self.idle_yield > 0 {
             self.idle_polls += 1;
@@ -1350,6 +1351,9 @@ impl Core {
                         stats.tx_failures += 1;
                     }
                 });
+            // A frame gathered for segmentation offload goes now, before any other
+            // connection's segments.
+            net.flush_tso(port);
             poll_at = c.tcp.poll_at();
             // Out of transmit room: more is ready; try again next poll.
             stay |= poll_at.is_some_and(|at| at <= now);

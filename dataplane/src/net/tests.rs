@@ -718,3 +718,150 @@ fn small_or_odd_payloads_and_missing_records_are_copied() {
     assert!(got[0].ends_with(&[3; 1000]));
     assert_eq!(p.pa.stats().tx_zero_copy, 0);
 }
+
+/// Sends `plan` (payload lengths; `None` is a pure ACK, anything else data with PSH) as
+/// consecutive segments through `net`, then flushes the frame being gathered; returns the
+/// segments the peer receives, parsed (checksums checked in software), and the segments
+/// sent.
+fn send_plan(
+    p: &mut Pair,
+    plan: &[Option<usize>],
+    ack_change_at: Option<usize>,
+) -> Vec<(u32, Vec<u8>, TcpControl)> {
+    let data: Vec<u8> = (0..200_000u32).map(|i| (i * 13 + 1) as u8).collect();
+    let mut seq = TcpSeqNumber(1000);
+    let mut off = 0usize;
+    for (i, step) in plan.iter().enumerate() {
+        let len = step.unwrap_or(0);
+        let mut repr = tcp_repr(&data[off..off + len]);
+        repr.seq_number = seq;
+        if step.is_none() {
+            repr.control = TcpControl::None;
+        }
+        if ack_change_at.is_some_and(|k| i >= k) {
+            repr.ack_number = Some(TcpSeqNumber(2500));
+        }
+        p.a.send_tcp_record(t(3), &mut p.pa, &tuple(), &repr, None, None)
+            .unwrap();
+        seq += len;
+        off += len;
+    }
+    p.a.flush_tso(&mut p.pa);
+    let got = frames(&mut p.pa, &mut p.pb);
+    let mut out = Vec::new();
+    for f in &got {
+        match rx(&mut p.b, t(3), f, &mut p.pb) {
+            Rx::Tcp { src, dst, segment } => {
+                let r = segment_from_bytes(src, dst, segment).expect("checksums right");
+                assert_eq!(r.timestamp, Some(TcpTimestampRepr::new(5, 6)));
+                out.push((
+                    (r.seq_number - TcpSeqNumber(1000)) as u32,
+                    r.payload.to_vec(),
+                    r.control,
+                ));
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+    // Every octet once, in order.
+    let mut all = Vec::new();
+    for (s, payload, _) in &out {
+        assert_eq!(*s as usize, all.len(), "contiguous");
+        all.extend_from_slice(payload);
+    }
+    assert_eq!(all, data[..off]);
+    out
+}
+
+#[test]
+fn tso_cuts_exactly_the_segments_planned() {
+    let wire = WireConfig::default().with_tso(true);
+    let mut p = resolved_with(wire);
+    // Five full segments, a short one (the last of its frame), three more full ones
+    // (a frame of their own), a pure ACK (alone), two more.
+    let mut plan = vec![Some(1400); 5];
+    plan.push(Some(300));
+    plan.extend([Some(1400); 3]);
+    plan.push(None);
+    plan.extend([Some(1000); 2]);
+    let got = send_plan(&mut p, &plan, None);
+    let lens: Vec<usize> = got.iter().map(|(_, d, _)| d.len()).collect();
+    assert_eq!(
+        lens,
+        plan.iter().map(|s| s.unwrap_or(0)).collect::<Vec<_>>(),
+        "each segment the device cut is one planned"
+    );
+    // PSH only on the last segment of each frame.
+    let psh: Vec<bool> = got.iter().map(|(_, _, c)| *c == TcpControl::Psh).collect();
+    assert_eq!(
+        psh,
+        [false, false, false, false, false, true, false, false, true, false, false, true]
+    );
+    let s = p.pa.stats();
+    assert_eq!((s.tx_tso_frames, s.tx_tso_segments), (3, 11), "{s:?}");
+    let n = p.a.stats();
+    assert_eq!((n.tx_tso_frames, n.tx_tso_segments, n.tx_tcp), (3, 11, 12));
+}
+
+#[test]
+fn tso_frames_break_where_headers_change_or_a_segment_is_longer() {
+    let mut p = resolved_with(WireConfig::default().with_tso(true));
+    // A longer segment cannot follow shorter ones in one frame; nor can one with
+    // another acknowledgment number.
+    let plan = [
+        Some(500),
+        Some(500),
+        Some(900),
+        Some(900),
+        Some(900),
+        Some(900),
+    ];
+    let got = send_plan(&mut p, &plan, Some(4));
+    let lens: Vec<usize> = got.iter().map(|(_, d, _)| d.len()).collect();
+    assert_eq!(lens, [500, 500, 900, 900, 900, 900]);
+    assert_eq!(
+        p.pa.stats().tx_tso_frames,
+        3,
+        "[500 500] [900 900] [900 900]"
+    );
+}
+
+#[test]
+fn a_lone_segment_goes_as_an_ordinary_offloaded_frame() {
+    let mut p = resolved_with(WireConfig::default().with_tso(true));
+    let got = send_plan(&mut p, &[Some(1200)], None);
+    assert_eq!(got.len(), 1);
+    let s = p.pa.stats();
+    assert_eq!((s.tx_tso_frames, s.tx_checksum_offloaded), (0, 1), "{s:?}");
+}
+
+#[test]
+fn without_tso_every_segment_is_its_own_frame() {
+    let mut p = resolved_with(WireConfig::default().with_checksum_offload(true));
+    let before = p.pa.stats().tx_frames; // the ARP request
+    let got = send_plan(&mut p, &[Some(1400); 4], None);
+    assert_eq!(got.len(), 4);
+    assert!(got.iter().all(|(_, _, c)| *c == TcpControl::Psh));
+    let s = p.pa.stats();
+    assert_eq!((s.tx_tso_frames, s.tx_frames - before), (0, 4));
+}
+
+#[test]
+fn a_full_port_abandons_the_frame_and_says_so() {
+    // A wire with room for two frames: the TSO frame of four segments cannot be queued.
+    let mut p = resolved_with(WireConfig::default().with_tso(true).with_capacity(2));
+    let data = vec![7u8; 4 * 1400];
+    let mut seq = TcpSeqNumber(1000);
+    for k in 0..4 {
+        let mut repr = tcp_repr(&data[k * 1400..(k + 1) * 1400]);
+        repr.seq_number = seq;
+        seq += 1400;
+        p.a.send_tcp_record(t(3), &mut p.pa, &tuple(), &repr, None, None)
+            .unwrap();
+    }
+    p.a.flush_tso(&mut p.pa);
+    let s = p.a.stats();
+    assert_eq!((s.tx_tcp, s.tx_failed, s.tx_tso_frames), (0, 4, 0), "{s:?}");
+    assert_eq!(p.pa.stats().tx_dropped, 1);
+    assert!(frames(&mut p.pa, &mut p.pb).is_empty());
+}

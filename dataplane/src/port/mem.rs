@@ -93,7 +93,17 @@ pub struct WireConfig {
     /// a device reads it some time after the transmit call. On a wire with faults it is
     /// read when the frame is queued, since the faults work on octets. Default off.
     pub zero_copy: bool,
+    /// The sending port emulates a NIC with TCP segmentation offload
+    /// ([`Port::tso_max_payload`] is [`TSO_MAX_PAYLOAD`]): a frame queued with
+    /// [`Port::tx_tso_finish`] is cut into segments as [`super::tso::segment`] does, each
+    /// with its checksums filled, and each then meets the wire's faults on its own. Needs
+    /// `checksum_offload` (a device that segments fills the checksums). Default off.
+    pub tso: bool,
 }
+
+/// The largest payload of a frame the in-memory wire segments ([`WireConfig::tso`]): the
+/// IPv4 total length stays within 16 bits with the largest TCP header.
+pub const TSO_MAX_PAYLOAD: usize = 65535 - 20 - 60;
 
 impl Default for WireConfig {
     fn default() -> Self {
@@ -105,6 +115,7 @@ impl Default for WireConfig {
             faults: FaultConfig::default(),
             checksum_offload: false,
             zero_copy: false,
+            tso: false,
         }
     }
 }
@@ -127,6 +138,8 @@ pub enum WireConfigError {
     Mac(EthernetAddress),
     /// A queue count of 0 or above [`MAX_QUEUES`] ([`link_multi`]).
     Queues(usize),
+    /// `tso` without `checksum_offload`.
+    TsoWithoutChecksumOffload,
 }
 
 impl fmt::Display for WireConfigError {
@@ -145,6 +158,10 @@ impl fmt::Display for WireConfigError {
             WireConfigError::Queues(q) => {
                 write!(f, "wire queue count {q} is not in 1..={MAX_QUEUES}")
             }
+            WireConfigError::TsoWithoutChecksumOffload => write!(
+                f,
+                "wire TSO needs checksum offload (a device that segments fills the checksums)"
+            ),
         }
     }
 }
@@ -155,6 +172,13 @@ impl WireConfig {
     /// A perfect wire (the `Default`).
     pub fn perfect() -> Self {
         Self::default()
+    }
+
+    /// Sets [`WireConfig::tso`] (and, with it on, [`WireConfig::checksum_offload`]).
+    pub fn with_tso(mut self, on: bool) -> Self {
+        self.tso = on;
+        self.checksum_offload |= on;
+        self
     }
 
     /// Sets [`WireConfig::mac`].
@@ -237,7 +261,7 @@ impl WireConfig {
     }
 
     /// Checks every field: probabilities in `[0, 1]`, MTU in [`MIN_MTU`]..=[`MAX_MTU`],
-    /// capacity in 1..=[`MAX_CAPACITY`], unicast MAC.
+    /// capacity in 1..=[`MAX_CAPACITY`], unicast MAC, TSO only with checksum offload.
     pub fn validate(&self) -> Result<(), WireConfigError> {
         for (field, value) in self.faults.probabilities() {
             if !(0.0..=1.0).contains(&value) {
@@ -255,11 +279,15 @@ impl WireConfig {
                 return Err(WireConfigError::Mac(mac));
             }
         }
+        if self.tso && !self.checksum_offload {
+            return Err(WireConfigError::TsoWithoutChecksumOffload);
+        }
         Ok(())
     }
 
     /// The nearest valid configuration: probabilities clamped to `[0, 1]` (NaN as 0), MTU
-    /// and capacity clamped to their ranges, a non-unicast MAC replaced by the default.
+    /// and capacity clamped to their ranges, a non-unicast MAC replaced by the default, TSO
+    /// off without checksum offload.
     pub fn sanitized(&self) -> WireConfig {
         WireConfig {
             mac: self.mac.filter(|m| m.is_unicast()),
@@ -269,6 +297,7 @@ impl WireConfig {
             faults: self.faults.sanitized(),
             checksum_offload: self.checksum_offload,
             zero_copy: self.zero_copy,
+            tso: self.tso && self.checksum_offload,
         }
     }
 }
@@ -451,6 +480,11 @@ pub struct MemPort {
     stats: PortStats,
     /// Frames sent since the last flush, not yet counted in the link's statistics.
     unflushed_sent: u64,
+    /// The TSO frame being built ([`Port::tx_tso_begin`]): room for its headers, then
+    /// the payload appended so far (kept for the next frame once queued).
+    tso_buf: Vec<u8>,
+    /// The header length of the frame in `tso_buf` while one is being built.
+    tso_header: Option<usize>,
 }
 
 impl fmt::Debug for MemPort {
@@ -554,6 +588,8 @@ fn make_links(
         held_seq: 0,
         unflushed_sent: 0,
         stats: PortStats::default(),
+        tso_buf: Vec::new(),
+        tso_header: None,
     };
     let first = (0..queues).map(|q| port(0, q, a.clone())).collect();
     let second = (0..queues).map(|q| port(1, q, b.clone())).collect();
@@ -617,6 +653,39 @@ impl MemPort {
         } else {
             Some(Instant::now() + self.cfg.delay)
         }
+    }
+
+    /// Queues TSO frame `frame` (headers of `h` octets) as the device would: cut at `mss`,
+    /// or as it is when it has no more than `mss` payload octets.
+    fn queue_tso(&mut self, frame: &[u8], h: usize, mss: Option<u16>) -> bool {
+        let payload = frame.len() - h;
+        let max = self.cfg.mtu + ETHERNET_HEADER_LEN;
+        let Some(mss) = mss.map(usize::from).filter(|&m| m > 0 && m < payload) else {
+            // One segment: an ordinary frame with its checksums completed.
+            let queued = self.tx(frame.len(), &mut |buf| {
+                buf.copy_from_slice(frame);
+                device_completes_checksums(buf);
+            });
+            self.stats.tx_checksum_offloaded += u64::from(queued);
+            return queued;
+        };
+        let layout = super::tso::layout(frame).filter(|l| l.payload == h);
+        let n = super::tso::segments(payload, mss);
+        let Some(l) = layout.filter(|_| h + mss <= max && self.room() >= n) else {
+            self.stats.tx_dropped += 1;
+            return false;
+        };
+        for i in 0..n {
+            let len = super::tso::segment_len(frame, &l, mss, i);
+            let mut buf = self.tx_buffer(len);
+            super::tso::write_segment(frame, &l, mss, i, &mut buf);
+            self.enqueue(buf, None, len);
+        }
+        // The device took one frame.
+        self.stats.tx_frames -= n as u64 - 1;
+        self.stats.tx_tso_frames += 1;
+        self.stats.tx_tso_segments += n as u64;
+        true
     }
 
     /// Counts and queues one frame of `len` octets: `buf`, followed by `tail` once it is
@@ -869,6 +938,52 @@ impl Port for MemPort {
             device_completes_checksums(buf);
         });
         self.stats.tx_checksum_offloaded += u64::from(queued);
+        queued
+    }
+
+    fn tso_max_payload(&self) -> usize {
+        if self.cfg.tso {
+            TSO_MAX_PAYLOAD
+        } else {
+            0
+        }
+    }
+
+    fn tx_tso_begin(&mut self, header_len: usize) -> bool {
+        self.tso_header = None;
+        if !self.cfg.tso || self.room() == 0 || header_len > self.cfg.mtu + ETHERNET_HEADER_LEN {
+            self.stats.tx_dropped += 1;
+            return false;
+        }
+        self.tso_buf.clear();
+        self.tso_buf.resize(header_len, 0);
+        self.tso_header = Some(header_len);
+        true
+    }
+
+    fn tx_tso_append(&mut self, payload: &[u8]) -> bool {
+        let Some(h) = self.tso_header else {
+            self.stats.tx_dropped += 1;
+            return false;
+        };
+        if self.tso_buf.len() - h + payload.len() > TSO_MAX_PAYLOAD {
+            self.tso_header = None;
+            self.stats.tx_dropped += 1;
+            return false;
+        }
+        self.tso_buf.extend_from_slice(payload);
+        true
+    }
+
+    fn tx_tso_finish(&mut self, mss: Option<u16>, fill: &mut dyn FnMut(&mut [u8])) -> bool {
+        let Some(h) = self.tso_header.take() else {
+            self.stats.tx_dropped += 1;
+            return false;
+        };
+        let mut frame = std::mem::take(&mut self.tso_buf);
+        fill(&mut frame[..h]);
+        let queued = self.queue_tso(&frame, h, mss);
+        self.tso_buf = frame;
         queued
     }
 

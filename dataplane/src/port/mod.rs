@@ -29,9 +29,22 @@
 //! payload. The send queue reuses a record's buffer only when no such reference is left
 //! ([`proto::tcp::SharedRecord`]). Other frames, and ports without the capability, go
 //! through [`Port::tx`], which copies.
+//!
+//! # Transmit segmentation offload
+//!
+//! A port whose device cuts one large TCP frame into segments of a given size (DPDK's
+//! `RTE_ETH_TX_OFFLOAD_TCP_TSO`) says how large a payload it takes in
+//! [`Port::tso_max_payload`]. The core then gathers consecutive data segments of one
+//! connection that the TCP engine planned in one transmit call, all of one size but the
+//! last, into one frame ([`Port::tx_tso_begin`], [`Port::tx_tso_append`],
+//! [`Port::tx_tso_finish`]) with that size as the segment size. Every segment the device
+//! cuts is then exactly one the engine planned: it starts with an FPDU and holds whole
+//! FPDUs (RFC 5044 5.3), and MULPDU still follows from the MSS, not from the TSO size.
+//! The device fills both checksums of every segment (TSO implies checksum offload).
 
 pub mod faults;
 pub mod mem;
+pub mod tso;
 
 pub use proto::tcp::TxPayload;
 use smoltcp::wire::EthernetAddress;
@@ -64,6 +77,11 @@ pub struct PortStats {
     /// Frames queued with [`Port::tx_zero_copy`]: their payload was not copied by the
     /// port (also counted in `tx_frames`).
     pub tx_zero_copy: u64,
+    /// Large frames queued with [`Port::tx_tso_finish`] for the device to segment (each
+    /// also counted once in `tx_frames`).
+    pub tx_tso_frames: u64,
+    /// TCP segments those frames were cut into.
+    pub tx_tso_segments: u64,
 }
 
 impl PortStats {
@@ -79,6 +97,8 @@ impl PortStats {
         self.rx_checksum_good += o.rx_checksum_good;
         self.rx_checksum_bad += o.rx_checksum_bad;
         self.tx_zero_copy += o.tx_zero_copy;
+        self.tx_tso_frames += o.tx_tso_frames;
+        self.tx_tso_segments += o.tx_tso_segments;
     }
 }
 
@@ -149,6 +169,44 @@ pub trait Port: Send {
     /// [`Port::checksum_offload`] has `tx_ipv4_tcp`; the default refuses (returns false).
     fn tx_ipv4_tcp_offload(&mut self, len: usize, fill: &mut dyn FnMut(&mut [u8])) -> bool {
         let _ = (len, fill);
+        false
+    }
+
+    /// The largest TCP payload one frame queued with [`Port::tx_tso_finish`] may carry;
+    /// 0 when the port does not segment (the default).
+    fn tso_max_payload(&self) -> usize {
+        0
+    }
+
+    /// Starts a frame for transmit segmentation offload: its headers (`header_len`
+    /// octets: Ethernet, a 20-octet IPv4 header and the TCP header) are written at
+    /// [`Port::tx_tso_finish`], its payload by [`Port::tx_tso_append`]. Returns false
+    /// (counted in `tx_dropped`) when the port does not segment or has no room. A frame
+    /// already started and not finished is abandoned.
+    fn tx_tso_begin(&mut self, header_len: usize) -> bool {
+        let _ = header_len;
+        false
+    }
+
+    /// Copies `payload` to the end of the started frame's payload. Returns false when no
+    /// frame is started or the payload would exceed [`Port::tso_max_payload`] (the frame
+    /// is then abandoned).
+    fn tx_tso_append(&mut self, payload: &[u8]) -> bool {
+        let _ = payload;
+        false
+    }
+
+    /// Queues the started frame: `fill` writes its headers (the IPv4 total length covers
+    /// the whole payload, the IPv4 checksum is zero). With `Some(mss)` the device cuts the
+    /// payload into segments of `mss` octets (the last may be shorter), each with the
+    /// headers copied, the sequence number advanced, FIN and PSH only on the last, and
+    /// both checksums filled; the TCP checksum field then holds the pseudo-header sum
+    /// without the length, as DPDK's `RTE_MBUF_F_TX_TCP_SEG` wants. With `None` the frame
+    /// goes as it is (at most the MTU), the checksums completed as for
+    /// [`Port::tx_ipv4_tcp_offload`]. Returns false when no frame is started or the port
+    /// could not queue it.
+    fn tx_tso_finish(&mut self, mss: Option<u16>, fill: &mut dyn FnMut(&mut [u8])) -> bool {
+        let _ = (mss, fill);
         false
     }
 
