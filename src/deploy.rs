@@ -234,6 +234,7 @@ pub fn port_config(port: &appconfig::Port, device: impl Into<String>) -> dpdk_po
         wait_for_link: !(port.driver == Driver::Memif
             && port.role != Some(appconfig::MemifRole::Client)),
         tx_zero_copy: port.tx_zero_copy,
+        tso: port.tso,
         queues: port.rx_queues,
         ..PortConfig::new(device)
     }
@@ -267,8 +268,23 @@ pub fn open_with_faults(
     faults: FaultConfig,
 ) -> Result<Node, DeployError> {
     use dpdk_port::Eal;
+    faults_fit(cfg, port, &faults)?;
     let eal = Eal::init(&cfg.eal_argv()).map_err(|e| DeployError::Dpdk(e.to_string()))?;
     open_node(cfg, &eal, port, faults)
+}
+
+/// Refuses fault injection on a port with `tso`: faults work on the frames the port is
+/// given, and a TSO frame is cut by the device only after that.
+pub fn faults_fit(cfg: &Config, port: usize, faults: &FaultConfig) -> Result<(), DeployError> {
+    match cfg.ports.get(port) {
+        Some(p) if p.tso && faults.any() => Err(DeployError::Select(format!(
+            "port {:?} has tso = true: fault injection (--loss, --reorder, ...) works on \
+             single segments, before a device would cut a TSO frame; set tso = false to \
+             inject faults",
+            p.name
+        ))),
+        _ => Ok(()),
+    }
 }
 
 /// Opens the nodes of `cfg` on each of `ports` (indices from [`select_port`]) in one
@@ -845,6 +861,7 @@ driver = "tap"
 iface = "iwtap0"
 ipv4 = "10.78.0.3/24"
 tx_zero_copy = true
+tso = true
 
 [[ports]]
 name = "n"
@@ -880,8 +897,10 @@ ports = ["a", "t", "n", "a2"]
         );
         assert_eq!(a.validate(), Ok(()));
         assert!(!a.tx_zero_copy, "copying is the default");
+        assert!(!a.tso, "no TSO by default");
         let t = ports[1].as_ref().expect("tap port");
         assert!(t.tx_zero_copy);
+        assert!(t.tso);
         assert_eq!(t.device, "net_tap0");
         assert_eq!(t.mtu, 1500);
         assert_eq!(t.mac, None);
@@ -992,6 +1011,30 @@ ports = ["a", "b"]
         let c = cfg(include_str!("../config/loopback.toml"));
         let e = select_port(&c, Some("p0"), None).unwrap_err().to_string();
         assert!(e.contains("without --config"), "{e}");
+    }
+
+    #[cfg(feature = "dpdk")]
+    #[test]
+    fn faults_are_refused_on_a_tso_port() {
+        let text = DEPLOYMENT.replace("tso = true\n", "");
+        let plain = cfg(&text);
+        let tso = cfg(DEPLOYMENT);
+        let t = tso
+            .ports
+            .iter()
+            .position(|p| p.tso)
+            .expect("the tap port has tso");
+        let loss = FaultConfig {
+            loss: 0.01,
+            ..FaultConfig::default()
+        };
+        let e = faults_fit(&tso, t, &loss).unwrap_err().to_string();
+        assert!(
+            e.contains("tso = true") && e.contains("set tso = false"),
+            "{e}"
+        );
+        assert!(faults_fit(&tso, t, &FaultConfig::default()).is_ok());
+        assert!(faults_fit(&plain, t, &loss).is_ok());
     }
 
     #[test]

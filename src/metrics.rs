@@ -131,6 +131,18 @@ pub fn render(s: &Snapshot, port: &str) -> String {
         "Frames sent without copying their payload.",
         p.tx_zero_copy,
     );
+    metric(
+        "port_tx_tso_frames_total",
+        c,
+        "Frames handed to the device to segment (TCP segmentation offload).",
+        p.tx_tso_frames,
+    );
+    metric(
+        "port_tx_tso_segments_total",
+        c,
+        "TCP segments the device cut those frames into.",
+        p.tx_tso_segments,
+    );
     let k = &s.core;
     metric("core_polls_total", c, "Poll-mode core iterations.", k.polls);
     metric(

@@ -630,6 +630,13 @@ pub struct Segments {
     /// counted.
     #[serde(default)]
     pub tail_loss_probes: u64,
+    /// Frames of several segments handed to a device that cut them (transmit
+    /// segmentation offload); absent from reports written before TSO.
+    #[serde(default)]
+    pub tso_frames: u64,
+    /// Segments those frames were cut into.
+    #[serde(default)]
+    pub tso_segments: u64,
 }
 
 /// [`Segments`] of the client, and of the server when it ran in this process.

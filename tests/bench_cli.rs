@@ -181,6 +181,31 @@ fn faults_verify_and_post_lists() {
 }
 
 #[test]
+fn tso_hands_the_link_frames_of_several_segments() {
+    // Reads: the server's Read Responses are the large transmits; Writes: the client's.
+    for (test, side) in [("write-bw", "client"), ("read-bw", "server")] {
+        let r = json(&[test, "-n", "300", "-s", "65536", "--verify", "--tso"]);
+        assert_eq!(r["params"]["link"], "memory mtu=1500 tso", "{r}");
+        assert_eq!(r["verify"]["wrong_octets"], 0);
+        assert_eq!(r["verify"]["verified_octets"], 300 * 65536);
+        let a = &r["alignment"][side];
+        let (frames, segments) = (
+            a["tso_frames"].as_u64().unwrap(),
+            a["tso_segments"].as_u64().unwrap(),
+        );
+        assert!(frames > 0 && segments >= 2 * frames, "{test}: {a}");
+        // The device cut exactly the segments TCP planned: whole FPDUs each.
+        assert_eq!(a["new_split"], 0, "{test}: {a}");
+        let plain = json(&[test, "-n", "300", "-s", "65536"]);
+        assert_eq!(plain["alignment"][side]["tso_frames"], 0, "{plain}");
+    }
+    refused(
+        &["write-bw", "--tso", "--config", "config/af_packet.toml"],
+        "cannot be used with",
+    );
+}
+
+#[test]
 fn histograms_one_file_per_size() {
     let one = tmp("one.hgrm");
     let o = iwarp(&[

@@ -120,6 +120,9 @@ mod dpdk {
     /// Runs every client run of every mode against a fresh server made by `server_cfg(mode)`
     /// (started in `ns`), with the client from `client_cfg` (in `ns`). `offload`: whether the
     /// server's device does the IPv4/TCP checksums (it must say so, and count them).
+    /// `tso`: the server segments with its device (TSO) instead of transmitting payloads
+    /// without copying them.
+    #[allow(clippy::too_many_arguments)]
     fn exercise(
         ns: Option<&Netns>,
         dir: &Path,
@@ -127,6 +130,7 @@ mod dpdk {
         client_cfg: &str,
         peer: &str,
         offload: bool,
+        tso: bool,
         after_server_start: impl Fn(),
     ) {
         let client = write(dir, "client.toml", client_cfg);
@@ -191,10 +195,10 @@ mod dpdk {
             // Every PMD here (af_packet, tap, memif) takes multi-segment frames and copies
             // with the CPU, and the servers ask for zero-copy transmit: payloads go out
             // without our copy.
-            let want = if offload {
-                "checksum offload tx on, rx on; zero-copy tx on"
-            } else {
-                "checksum offload tx off, rx off; zero-copy tx on"
+            let want = match (offload, tso) {
+                (true, false) => "checksum offload tx on, rx on; zero-copy tx on",
+                (true, true) => "checksum offload tx on, rx on; zero-copy tx off",
+                (false, _) => "checksum offload tx off, rx off; zero-copy tx on",
             };
             assert!(out.contains(want), "expected {want:?}:\n{out}");
             let counter = |key: &str| -> u64 {
@@ -206,11 +210,23 @@ mod dpdk {
             };
             let (offloaded, good) = (counter(" checksum offloaded"), counter(" good,"));
             // The Read Responses (64 KiB read-bw runs) are full-size FPDUs.
-            let zero_copy = counter(" zero-copy)");
+            let zero_copy = counter(" zero-copy,");
+            let (tso_frames, tso_segments) = (counter(" TSO of"), counter(" segments)"));
             for l in out.lines().filter(|l| l.starts_with("port ")) {
                 eprintln!("{} server: {l}", mode.name);
             }
-            assert!(zero_copy > 1000, "zero-copy frames:\n{out}");
+            if tso {
+                // The Read Responses left as frames of several segments each, which the
+                // device cut (the client's deframer checked every FPDU and CRC, and with
+                // markers every marker).
+                assert!(
+                    tso_frames > 100 && tso_segments >= 2 * tso_frames && tso_segments > 1000,
+                    "TSO frames and segments:\n{out}"
+                );
+            } else {
+                assert!(zero_copy > 1000, "zero-copy frames:\n{out}");
+                assert_eq!((tso_frames, tso_segments), (0, 0), "{out}");
+            }
             if offload {
                 assert!(offloaded > 1000 && good > 1000, "device checksums:\n{out}");
             } else {
@@ -286,6 +302,7 @@ mod dpdk {
             &client,
             "10.88.0.2",
             false,
+            false,
             || {},
         );
     }
@@ -296,47 +313,83 @@ mod dpdk {
         ignore = "busy-polling DPDK processes: run in release (scripts/test.sh does)"
     )]
     fn two_processes_over_tap_bridged_to_af_packet() {
+        tap_bridged_to_af_packet("tap", 0, ZERO_COPY, false);
+    }
+
+    /// The tap server hands its device frames of several segments to cut (TSO; net_tap
+    /// segments in software with DPDK's GSO library) instead of one frame per segment.
+    #[test]
+    #[cfg_attr(
+        debug_assertions,
+        ignore = "busy-polling DPDK processes: run in release (scripts/test.sh does)"
+    )]
+    fn two_processes_over_tap_with_tso_bridged_to_af_packet() {
+        // net_tap's TSO needs an MTU of at most 1490 (dpdk_port::TAP_TSO_MAX_MTU).
+        tap_bridged_to_af_packet("taptso", 1, "mtu = 1400\ntso = true\n", true);
+    }
+
+    /// A net_tap server (its interface `iwtap{n}`, with `server_tx` in its port) bridged
+    /// to an af_packet client, in a namespace of their own, through every mode and run.
+    fn tap_bridged_to_af_packet(name: &str, n: u8, server_tx: &str, tso: bool) {
         if !can_run() {
             return;
         }
         let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-        let ns = Netns::new("tap");
-        ns.ip(&["link", "add", "iwbr", "type", "bridge"]);
-        ns.ip(&["link", "add", "iwC", "type", "veth", "peer", "name", "iwD"]);
-        for d in ["iwbr", "iwC", "iwD"] {
-            ns.quiet(d);
+        let ns = Netns::new(name);
+        let (br, c, d, tap) = (
+            format!("iwbr{n}"),
+            format!("iwC{n}"),
+            format!("iwD{n}"),
+            format!("iwtap{n}"),
+        );
+        ns.ip(&["link", "add", &br, "type", "bridge"]);
+        ns.ip(&["link", "add", &c, "type", "veth", "peer", "name", &d]);
+        for dev in [&br, &c, &d] {
+            ns.quiet(dev);
         }
-        ns.ip(&["link", "set", "iwD", "master", "iwbr"]);
-        for d in ["iwbr", "iwC", "iwD"] {
-            ns.ip(&["link", "set", d, "up"]);
+        ns.ip(&["link", "set", &d, "master", &br]);
+        for dev in [&br, &c, &d] {
+            ns.ip(&["link", "set", dev, "up"]);
         }
-        let dir = TempDir::new("tap");
+        let dir = TempDir::new(name);
+        let net = 89 + u32::from(n) * 10;
         let server = |m: &Mode| {
             format!(
-            "[[ports]]\nname = \"p0\"\ndriver = \"tap\"\niface = \"iwtap0\"\n\
-             mac = \"02:00:00:bb:00:02\"\nipv4 = \"10.89.0.2/24\"\n{ZERO_COPY}{}{LISTENER}[mpa]\n{}{TCP}",
+            "[[ports]]\nname = \"p0\"\ndriver = \"tap\"\niface = \"{tap}\"\n\
+             mac = \"02:00:00:bb:0{n}:02\"\nipv4 = \"10.{net}.0.2/24\"\n{server_tx}{}{LISTENER}[mpa]\n{}{TCP}",
             lcores(1, 0),
             m.server_mpa
         )
         };
+        // The client's MTU is the server's.
+        let mtu = server_tx
+            .lines()
+            .find(|l| l.starts_with("mtu = "))
+            .map(|l| format!("{l}\n"))
+            .unwrap_or_default();
         let client = format!(
-            "{}{}{TCP}",
-            af_packet_port("iwC", "02:00:00:bb:00:01", "10.89.0.1"),
+            "{}{mtu}{}{TCP}",
+            af_packet_port(
+                &c,
+                &format!("02:00:00:bb:0{n}:01"),
+                &format!("10.{net}.0.1")
+            ),
             lcores(0, 1)
         );
         // net_tap creates its interface when the server starts: join it to the bridge then.
         let attach = || {
-            ns.quiet("iwtap0");
-            ns.ip(&["link", "set", "iwtap0", "master", "iwbr"]);
-            ns.ip(&["link", "set", "iwtap0", "up"]);
+            ns.quiet(&tap);
+            ns.ip(&["link", "set", &tap, "master", &br]);
+            ns.ip(&["link", "set", &tap, "up"]);
         };
         exercise(
             Some(&ns),
             &dir.0,
             server,
             &client,
-            "10.89.0.2",
+            &format!("10.{net}.0.2"),
             true,
+            tso,
             attach,
         );
     }
@@ -372,7 +425,16 @@ mod dpdk {
             port("client", "02:00:00:cc:00:01", "10.90.0.1"),
             lcores(0, 1)
         );
-        exercise(None, &dir.0, server, &client, "10.90.0.2", false, || {});
+        exercise(
+            None,
+            &dir.0,
+            server,
+            &client,
+            "10.90.0.2",
+            false,
+            false,
+            || {},
+        );
     }
 
     /// Two queue pairs per port, polled by lcores 0 and 1 (no control lcore: the main

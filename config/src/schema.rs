@@ -210,6 +210,14 @@ pub struct Port {
     /// 0.70–0.94 of the copying bandwidth, `cargo bench --bench memif_vs_mem`).
     #[serde(default)]
     pub tx_zero_copy: bool,
+    /// Transmit segmentation offload: consecutive segments of a connection go to the
+    /// device as one frame of up to 64 KiB that it cuts into exactly the segments TCP
+    /// planned (each still starting with an FPDU; MULPDU still follows from the MSS).
+    /// Needs `checksum_offload` and a device that offers TCP TSO with multi-segment frames
+    /// (`tap`, most PCI NICs; not `af_packet`, `memif` or `mem`): refused otherwise, here
+    /// for the drivers known not to, when the port opens for the others. Default false.
+    #[serde(default)]
+    pub tso: bool,
 }
 
 fn default_mtu() -> u16 {

@@ -316,6 +316,23 @@ fn ports(ports: &[Port], p: &mut Problems) {
                 }
             }
         }
+        if port.tso {
+            if !port.checksum_offload {
+                p.add(
+                    at("tso"),
+                    "tso needs checksum_offload = true (a device that segments fills the checksums)",
+                );
+            }
+            if matches!(d, Driver::AfPacket | Driver::Memif | Driver::Mem) {
+                p.add(
+                    at("tso"),
+                    format!(
+                        "driver \"{}\" does not offer TCP segmentation offload (tap and PCI NICs may)",
+                        d.as_str()
+                    ),
+                );
+            }
+        }
         if let Some(addr) = &port.pci_addr {
             if !pci_ok(addr) {
                 p.add(

@@ -389,6 +389,25 @@ fn cases() -> Vec<Case> {
             "is out of range: 1ms..=10m",
             Semantic,
         ),
+        case(
+            "tso on a driver without it",
+            replace(p0_ipv4, "ipv4 = \"10.77.0.1/24\"\ntso = true\n"),
+            6,
+            "ports[0].tso",
+            "driver \"mem\" does not offer TCP segmentation offload (tap and PCI NICs may)",
+            Semantic,
+        ),
+        case(
+            "tso without checksum offload",
+            replace(
+                p0_ipv4,
+                "ipv4 = \"10.77.0.1/24\"\nchecksum_offload = false\ntso = true\n",
+            ),
+            7,
+            "ports[0].tso",
+            "tso needs checksum_offload = true (a device that segments fills the checksums)",
+            Semantic,
+        ),
         case("syntax error", append("[tcp\n"), 16, "", "", Syntax),
     ]
 }

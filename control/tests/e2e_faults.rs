@@ -377,10 +377,10 @@ macro_rules! fault_test {
                 assert!(b.tx_zero_copy > 0, "B: {b:?}");
             }
             // With an emulated TSO device, A's Writes left as frames of several segments
-            // each, which the wire cut into the segments A's TCP planned (whole FPDUs
-            // each: `new_whole` below counts what TCP planned, and with markers the
-            // receiver's deframer checks that every segment's markers are where an
-            // FPDU-aligned stream has them).
+            // each, which the wire cut into exactly the segments A's TCP planned (whole
+            // FPDUs each, as `new_whole` below counts them; that the cuts fall there is
+            // dataplane's net::tests::tso_cuts_exactly_the_segments_planned), and every
+            // cut segment then met the faults on its own.
             if $wire.tso {
                 let [a, _] = &o.ports;
                 assert!(a.tx_tso_frames > 0, "A: no TSO frame: {a:?}");

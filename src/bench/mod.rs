@@ -528,6 +528,8 @@ fn segments(a: &AlignmentStats) -> Segments {
         timeouts: a.timeouts,
         fast_retransmits: a.fast_retransmits,
         tail_loss_probes: a.tail_loss_probes,
+        tso_frames: a.tso_frames,
+        tso_segments: a.tso_segments,
     }
 }
 

@@ -508,7 +508,7 @@ fn print_end(cores: &[Core], server: &Server, pname: &str, rejected: u64) {
     let s = &c.port;
     println!(
         "port {pname}: rx {} frames ({} dropped; device checksums {} good, {} bad), \
-         tx {} frames ({} dropped; {} checksum offloaded, {} zero-copy)",
+         tx {} frames ({} dropped; {} checksum offloaded, {} zero-copy, {} TSO of {} segments)",
         s.rx_frames,
         s.rx_dropped,
         s.rx_checksum_good,
@@ -516,7 +516,9 @@ fn print_end(cores: &[Core], server: &Server, pname: &str, rejected: u64) {
         s.tx_frames,
         s.tx_dropped,
         s.tx_checksum_offloaded,
-        s.tx_zero_copy
+        s.tx_zero_copy,
+        s.tx_tso_frames,
+        s.tx_tso_segments
     );
 }
 

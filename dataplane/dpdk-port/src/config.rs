@@ -65,6 +65,13 @@ pub struct PortConfig {
     /// [`CPU_COPY_DRIVERS`](crate::CPU_COPY_DRIVERS). Default false (see
     /// `appconfig::Port::tx_zero_copy` for why).
     pub tx_zero_copy: bool,
+    /// Transmit segmentation offload: the core hands the device frames of up to 64 KiB
+    /// of consecutive segments (chained mbufs, `RTE_MBUF_F_TX_TCP_SEG`) for it to cut into
+    /// the segments TCP planned ([`dataplane::port`]'s module docs). Needs a device with
+    /// `RTE_ETH_TX_OFFLOAD_TCP_TSO`, `MULTI_SEGS` and transmit checksum offload (and
+    /// `checksum_offload`): [`DpdkPort::open`](crate::DpdkPort::open) refuses it
+    /// otherwise. Default false.
+    pub tso: bool,
     /// Receive and transmit queue pairs, one per core, 1..=[`MAX_QUEUES`] (see
     /// [`DpdkPort::open_queues`](crate::DpdkPort::open_queues)). Default 1.
     pub queues: u16,
@@ -89,6 +96,7 @@ impl PortConfig {
             link_timeout: DEFAULT_LINK_TIMEOUT,
             wait_for_link: true,
             tx_zero_copy: false,
+            tso: false,
             queues: 1,
         }
     }

@@ -120,7 +120,9 @@ pub use config::{
 };
 pub use eal::{Eal, Launched};
 pub use error::DpdkError;
-pub use port::{DeviceStats, DpdkPort, QueueSteering, CPU_COPY_DRIVERS, FLUSH_RETRIES};
+pub use port::{
+    DeviceStats, DpdkPort, QueueSteering, CPU_COPY_DRIVERS, FLUSH_RETRIES, TAP_TSO_MAX_MTU,
+};
 
 #[cfg(test)]
 mod tests;

@@ -26,6 +26,13 @@ const ENOTSUP: i32 = 95;
 /// Transmit offloads used for checksums: the IPv4 header's and TCP's.
 const TX_CKSUM: u64 =
     dpdk_sys::RTE_ETH_TX_OFFLOAD_IPV4_CKSUM | dpdk_sys::RTE_ETH_TX_OFFLOAD_TCP_CKSUM;
+/// Transmit offloads TSO needs besides the checksum ones.
+const TX_TSO: u64 = dpdk_sys::RTE_ETH_TX_OFFLOAD_TCP_TSO | dpdk_sys::RTE_ETH_TX_OFFLOAD_MULTI_SEGS;
+/// The largest MTU with which `tso` works on net_tap (see [`DpdkPort::open_queues`]).
+pub const TAP_TSO_MAX_MTU: usize = 1522 - 18 - 14;
+/// The largest TSO payload: the IPv4 total length stays within 16 bits with the largest
+/// TCP header.
+const TSO_MAX_PAYLOAD: usize = 65535 - 20 - 60;
 /// Receive offloads used for checksums: the IPv4 header's and TCP's.
 const RX_CKSUM: u64 =
     dpdk_sys::RTE_ETH_RX_OFFLOAD_IPV4_CKSUM | dpdk_sys::RTE_ETH_RX_OFFLOAD_TCP_CKSUM;
@@ -229,6 +236,13 @@ pub struct DpdkPort {
     offload: ChecksumOffload,
     /// [`Port::tx_zero_copy`] is used.
     zero_copy: bool,
+    /// The largest payload of a TSO frame; 0 without TSO.
+    tso_max: usize,
+    /// The TSO frame being built: its first mbuf (headers, then payload) and its last,
+    /// and the headers' length; null when none is.
+    tso_head: *mut rte_mbuf,
+    tso_tail: *mut rte_mbuf,
+    tso_header_len: usize,
     /// EAL runs in IOVA-as-VA mode (an external buffer's IOVA is its address).
     iova_va: bool,
     /// Frames queued by `tx`, sent by `flush`; never above `pending_cap`.
@@ -519,7 +533,31 @@ impl DpdkPort {
             conf.rx_adv_conf.rss_conf.rss_key_len = key_len as u8;
             conf.rx_adv_conf.rss_conf.rss_hf = rss_hf;
         }
-        conf.rxmode.mtu = cfg.mtu as u32;
+        // net_tap (DPDK 22.11 and later) refuses a TSO frame whose segments, Ethernet
+        // header included, exceed the device MTU: it compares a frame length with an IP
+        // MTU. With TSO the tap's MTU is therefore set 14 octets above the port's, so that
+        // full-size segments pass; iwarp still sends datagrams of at most the port's MTU
+        // (its MSS follows `cfg.mtu`). The tap's frames are at most 1522 octets, so this
+        // needs an MTU of at most TAP_TSO_MAX_MTU.
+        let dev_mtu = if cfg.tso && driver == "net_tap" {
+            if cfg.mtu > TAP_TSO_MAX_MTU {
+                return Err(DpdkError::invalid(
+                    "DpdkPort::open",
+                    dev,
+                    format!(
+                        "tso on net_tap needs an MTU of at most {TAP_TSO_MAX_MTU}, not {}: the \
+                         PMD checks each segment's frame, Ethernet header included, against \
+                         the device MTU, which is set 14 above the port's, and its frames \
+                         are at most 1522 octets",
+                        cfg.mtu
+                    ),
+                ));
+            }
+            cfg.mtu + 14
+        } else {
+            cfg.mtu
+        };
+        conf.rxmode.mtu = dev_mtu as u32;
         let offload = if cfg.checksum_offload {
             checksum_offload_of(info.tx_offload_capa, info.rx_offload_capa)
         } else {
@@ -535,6 +573,34 @@ impl DpdkPort {
         if offload.rx_ipv4_tcp {
             conf.rxmode.offloads = RX_CKSUM;
         }
+        let tso_max = if cfg.tso {
+            let missing = TX_TSO & !info.tx_offload_capa != 0;
+            if missing || !offload.tx_ipv4_tcp {
+                return Err(DpdkError::invalid(
+                    "DpdkPort::open",
+                    dev,
+                    format!(
+                        "tso needs TCP segmentation offload with multi-segment frames and \
+                         transmit checksum offload; the device ({driver}) {}",
+                        if missing {
+                            "does not offer TSO with multi-segment frames"
+                        } else if !cfg.checksum_offload {
+                            "has checksum_offload turned off"
+                        } else {
+                            "does not offer IPv4 and TCP checksum offload"
+                        }
+                    ),
+                ));
+            }
+            conf.txmode.offloads |= TX_TSO;
+            // Room for the headers in the first mbuf, the payload in up to the device's
+            // segments per frame.
+            let seg_max = usize::from(info.tx_desc_lim.nb_seg_max).max(2);
+            let room = cfg.data_room() - dpdk_sys::RTE_PKTMBUF_HEADROOM as usize;
+            TSO_MAX_PAYLOAD.min((seg_max - 1) * room)
+        } else {
+            0
+        };
         // SAFETY: valid port id, stopped (it was never started, or stopped by the
         // previous owner's close); conf is a live local.
         check("rte_eth_dev_configure", dev, unsafe {
@@ -543,7 +609,7 @@ impl DpdkPort {
         // Configured: the key was copied.
         drop(rss_key);
         // SAFETY: configured port.
-        let ret = unsafe { dpdk_sys::rte_eth_dev_set_mtu(port_id, cfg.mtu as u16) };
+        let ret = unsafe { dpdk_sys::rte_eth_dev_set_mtu(port_id, dev_mtu as u16) };
         // ENOTSUP: the PMD applies rxmode.mtu itself at start.
         if ret < 0 && ret != -ENOTSUP {
             return Err(DpdkError::from_ret("rte_eth_dev_set_mtu", dev, ret));
@@ -684,6 +750,10 @@ impl DpdkPort {
                 tx_offload_capa: info.tx_offload_capa,
                 offload,
                 zero_copy,
+                tso_max,
+                tso_head: ptr::null_mut(),
+                tso_tail: ptr::null_mut(),
+                tso_header_len: 0,
                 iova_va,
                 pending: Vec::with_capacity(pending_cap),
                 pending_cap,
@@ -753,6 +823,17 @@ impl DpdkPort {
         self.stats.tx_frames += 1;
         self.stats.tx_octets += len as u64;
         Some(m)
+    }
+
+    /// Frees the TSO frame being built, if there is one.
+    fn tso_abandon(&mut self) {
+        if !self.tso_head.is_null() {
+            // SAFETY: the head of a chain we allocated and never handed to the PMD; freeing
+            // it frees every mbuf chained to it.
+            unsafe { dpdk_sys::rte_pktmbuf_free(self.tso_head) };
+        }
+        self.tso_head = ptr::null_mut();
+        self.tso_tail = ptr::null_mut();
     }
 
     /// The device's transmit offload capabilities (`RTE_ETH_TX_OFFLOAD_*`); of them the
@@ -870,6 +951,139 @@ impl Port for DpdkPort {
         // PMD); the shim sets its ol_flags and l2_len/l3_len/l4_len fields.
         unsafe { dpdk_sys::dpdk_sys_pktmbuf_tx_ipv4_tcp_cksum(m, 14, 20, l4_len) };
         self.stats.tx_checksum_offloaded += 1;
+        true
+    }
+
+    fn tso_max_payload(&self) -> usize {
+        self.tso_max
+    }
+
+    fn tx_tso_begin(&mut self, header_len: usize) -> bool {
+        self.tso_abandon();
+        if self.tso_max == 0
+            || header_len > self.max_frame
+            || self.pending.len() >= self.pending_cap
+        {
+            self.stats.tx_dropped += 1;
+            return false;
+        }
+        // SAFETY: self.pool is the port's live pktmbuf pool.
+        let m = unsafe { dpdk_sys::rte_pktmbuf_alloc(self.pool) };
+        if m.is_null() {
+            self.stats.tx_dropped += 1;
+            return false;
+        }
+        // SAFETY: m is a fresh mbuf; header_len <= max_frame < its data room, so append
+        // succeeds and returns header_len writable octets in its buffer, zeroed here (the
+        // headers are written at finish).
+        unsafe {
+            let p = dpdk_sys::rte_pktmbuf_append(m, header_len as u16).cast::<u8>();
+            if p.is_null() {
+                dpdk_sys::rte_pktmbuf_free(m);
+                self.stats.tx_dropped += 1;
+                return false;
+            }
+            ptr::write_bytes(p, 0, header_len);
+        }
+        self.tso_head = m;
+        self.tso_tail = m;
+        self.tso_header_len = header_len;
+        true
+    }
+
+    fn tx_tso_append(&mut self, payload: &[u8]) -> bool {
+        if self.tso_head.is_null() {
+            self.stats.tx_dropped += 1;
+            return false;
+        }
+        // SAFETY: tso_head is the live head of the chain being built (ours, not given to
+        // the PMD); its pkt_len is headers plus the payload appended so far.
+        let so_far = unsafe { dpdk_sys::dpdk_sys_pktmbuf_pkt_len(self.tso_head) } as usize
+            - self.tso_header_len;
+        if so_far + payload.len() > self.tso_max {
+            self.tso_abandon();
+            self.stats.tx_dropped += 1;
+            return false;
+        }
+        let mut rest = payload;
+        while !rest.is_empty() {
+            // SAFETY: tso_tail is the chain's last mbuf (we keep it so).
+            let room = usize::from(unsafe { dpdk_sys::rte_pktmbuf_tailroom(self.tso_tail) });
+            if room == 0 {
+                // SAFETY: the port's live pool; a fresh mbuf chained after the last one
+                // (rte_pktmbuf_chain refuses a chain longer than RTE_MBUF_MAX_NB_SEGS; on
+                // refusal the fresh mbuf is freed and the frame abandoned).
+                let m = unsafe { dpdk_sys::rte_pktmbuf_alloc(self.pool) };
+                if m.is_null() || unsafe { dpdk_sys::rte_pktmbuf_chain(self.tso_head, m) } != 0 {
+                    if !m.is_null() {
+                        // SAFETY: ours, not chained.
+                        unsafe { dpdk_sys::rte_pktmbuf_free(m) };
+                    }
+                    self.tso_abandon();
+                    self.stats.tx_dropped += 1;
+                    return false;
+                }
+                self.tso_tail = m;
+                continue;
+            }
+            let k = room.min(rest.len());
+            // SAFETY: the last segment has `room` >= k octets of tailroom, so append
+            // (which extends the last segment and the head's pkt_len) returns k writable
+            // octets there, which the copy fills from `rest` (a distinct Rust slice).
+            unsafe {
+                let p = dpdk_sys::rte_pktmbuf_append(self.tso_head, k as u16).cast::<u8>();
+                if p.is_null() {
+                    self.tso_abandon();
+                    self.stats.tx_dropped += 1;
+                    return false;
+                }
+                ptr::copy_nonoverlapping(rest.as_ptr(), p, k);
+            }
+            rest = &rest[k..];
+        }
+        true
+    }
+
+    fn tx_tso_finish(&mut self, mss: Option<u16>, fill: &mut dyn FnMut(&mut [u8])) -> bool {
+        let head = self.tso_head;
+        if head.is_null() || self.pending.len() >= self.pending_cap {
+            self.tso_abandon();
+            self.stats.tx_dropped += 1;
+            return false;
+        }
+        let h = self.tso_header_len;
+        // SAFETY: head is the chain's first mbuf, ours; its first h octets (appended by
+        // begin, in the first segment) are the headers, written here through a slice that
+        // lives for this block only.
+        let (l4_len, len) = unsafe {
+            let p = dpdk_sys::pktmbuf_mtod::<u8>(head);
+            let buf = std::slice::from_raw_parts_mut(p, h);
+            fill(buf);
+            (
+                tcp_header_len(buf),
+                dpdk_sys::dpdk_sys_pktmbuf_pkt_len(head) as usize,
+            )
+        };
+        let segmented = mss.filter(|&m| m > 0 && len - h > usize::from(m));
+        // SAFETY: head is ours (not yet given to the PMD); the shims set its ol_flags,
+        // l2/l3/l4 lengths and segment size, which describe its headers.
+        unsafe {
+            match segmented {
+                Some(m) => dpdk_sys::dpdk_sys_pktmbuf_tx_ipv4_tcp_tso(head, 14, 20, l4_len, m),
+                None => dpdk_sys::dpdk_sys_pktmbuf_tx_ipv4_tcp_cksum(head, 14, 20, l4_len),
+            }
+        }
+        self.tso_head = ptr::null_mut();
+        self.tso_tail = ptr::null_mut();
+        self.pending.push(head);
+        self.stats.tx_frames += 1;
+        self.stats.tx_octets += len as u64;
+        if let Some(m) = segmented {
+            self.stats.tx_tso_frames += 1;
+            self.stats.tx_tso_segments += (len - h).div_ceil(usize::from(m)) as u64;
+        } else {
+            self.stats.tx_checksum_offloaded += 1;
+        }
         true
     }
 
@@ -1101,6 +1315,7 @@ impl Port for DpdkPort {
 
 impl Drop for DpdkPort {
     fn drop(&mut self) {
+        self.tso_abandon();
         for &m in &self.pending {
             // SAFETY: queued, never handed to the PMD.
             unsafe { dpdk_sys::rte_pktmbuf_free(m) };

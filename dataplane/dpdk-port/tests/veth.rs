@@ -293,6 +293,22 @@ fn run_pair(eal: &Eal, devs: [&str; 2], mtu: usize, count: u32) -> Result<(), Dp
     // A transmits with zero-copy when asked (below); B copies, the default.
     ca.tx_zero_copy = true;
     let mut a = DpdkPort::open(eal, &ca)?;
+    // af_packet offers no TSO: asking for it is refused with the reason, and the device
+    // can be opened without it after that.
+    let e = DpdkPort::open(
+        eal,
+        &PortConfig {
+            tso: true,
+            ..cb.clone()
+        },
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(
+        e.contains("tso needs TCP segmentation offload")
+            && e.contains("does not offer TSO with multi-segment frames"),
+        "{e}"
+    );
     let mut b = DpdkPort::open(eal, &cb)?;
     eprintln!("opened {a:?}\nopened {b:?}");
     assert!(a.driver_name().contains("af_packet"), "{}", a.driver_name());
@@ -351,6 +367,13 @@ fn run_pair(eal: &Eal, devs: [&str; 2], mtu: usize, count: u32) -> Result<(), Dp
     assert!(!a.tx_zero_copy(40, p(1000), false, &mut |_| panic!("fill called")));
     assert!(!a.tx_zero_copy(54, p(1000), true, &mut |_| panic!("fill called")));
     assert_eq!(std::sync::Arc::strong_count(&rec), 1);
+    // A port without TSO refuses TSO frames without calling fill.
+    let dropped = a.stats().tx_dropped;
+    assert_eq!(a.tso_max_payload(), 0);
+    assert!(!a.tx_tso_begin(66));
+    assert!(!a.tx_tso_append(&[0; 100]));
+    assert!(!a.tx_tso_finish(Some(1000), &mut |_| panic!("fill called")));
+    assert_eq!(a.stats().tx_dropped, dropped + 3);
     Ok(())
 }
 

@@ -33,6 +33,16 @@ void dpdk_sys_pktmbuf_tx_ipv4_tcp_cksum(struct rte_mbuf *m, uint8_t l2_len, uint
 	m->l4_len = l4_len;
 }
 
+void dpdk_sys_pktmbuf_tx_ipv4_tcp_tso(struct rte_mbuf *m, uint8_t l2_len, uint16_t l3_len,
+				      uint8_t l4_len, uint16_t tso_segsz)
+{
+	m->ol_flags |= RTE_MBUF_F_TX_IPV4 | RTE_MBUF_F_TX_IP_CKSUM | RTE_MBUF_F_TX_TCP_SEG;
+	m->l2_len = l2_len;
+	m->l3_len = l3_len;
+	m->l4_len = l4_len;
+	m->tso_segsz = tso_segsz;
+}
+
 uint64_t dpdk_sys_pktmbuf_ol_flags(const struct rte_mbuf *m) { return m->ol_flags; }
 
 uint32_t dpdk_sys_pktmbuf_headroom(void) { return RTE_PKTMBUF_HEADROOM; }

@@ -38,6 +38,13 @@ uint32_t dpdk_sys_pktmbuf_pkt_len(const struct rte_mbuf *m);
  * l2_len/l3_len/l4_len bit-fields (net_tap needs l4_len even without TSO). */
 void dpdk_sys_pktmbuf_tx_ipv4_tcp_cksum(struct rte_mbuf *m, uint8_t l2_len, uint16_t l3_len,
 					uint8_t l4_len);
+/* Asks the device to cut an IPv4/TCP frame (headers as for
+ * dpdk_sys_pktmbuf_tx_ipv4_tcp_cksum) into segments of tso_segsz payload octets: sets
+ * RTE_MBUF_F_TX_IPV4, RTE_MBUF_F_TX_IP_CKSUM and RTE_MBUF_F_TX_TCP_SEG (which implies the
+ * TCP checksum), the l2_len/l3_len/l4_len bit-fields and tso_segsz. The TCP checksum field
+ * must hold the pseudo-header sum without the length. */
+void dpdk_sys_pktmbuf_tx_ipv4_tcp_tso(struct rte_mbuf *m, uint8_t l2_len, uint16_t l3_len,
+				      uint8_t l4_len, uint16_t tso_segsz);
 /* The mbuf's ol_flags (the receive checksum verdicts among them). */
 uint64_t dpdk_sys_pktmbuf_ol_flags(const struct rte_mbuf *m);
 

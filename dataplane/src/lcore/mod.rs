@@ -213,6 +213,10 @@ pub struct AlignmentStats {
     pub fast_retransmits: u64,
     /// Tail loss probes (RFC 8985).
     pub tail_loss_probes: u64,
+    /// Frames of several segments the port's device cut (transmit segmentation offload).
+    pub tso_frames: u64,
+    /// Segments those frames were cut into.
+    pub tso_segments: u64,
 }
 
 impl AlignmentStats {
@@ -226,6 +230,8 @@ impl AlignmentStats {
         self.timeouts += o.timeouts;
         self.fast_retransmits += o.fast_retransmits;
         self.tail_loss_probes += o.tail_loss_probes;
+        self.tso_frames += o.tso_frames;
+        self.tso_segments += o.tso_segments;
     }
 
     fn add(&mut self, s: &tcp::Stats) {
@@ -536,12 +542,16 @@ impl Core {
         self.port.tx_zero_copy_capable()
     }
 
-    /// Segment-alignment counters over every connection, open or closed.
+    /// Segment-alignment counters over every connection, open or closed, with the
+    /// port's TSO counters.
     pub fn alignment(&self) -> AlignmentStats {
         let mut a = self.alignment_closed;
         for c in self.table.iter() {
             a.add(c.tcp.stats());
         }
+        let p = self.port.stats();
+        a.tso_frames = p.tx_tso_frames;
+        a.tso_segments = p.tx_tso_segments;
         a
     }
 
