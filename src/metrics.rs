@@ -284,6 +284,12 @@ pub fn render(s: &Snapshot, port: &str) -> String {
         "Tail loss probes (RFC 8985).",
         t.tail_loss_probes,
     );
+    metric(
+        "tcp_lost_retransmissions_total",
+        c,
+        "Retransmissions found lost in SACK recovery and sent again before the RTO.",
+        t.lost_retransmissions,
+    );
     let q = &s.gauges;
     metric(
         "connections",

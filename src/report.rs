@@ -630,6 +630,10 @@ pub struct Segments {
     /// counted.
     #[serde(default)]
     pub tail_loss_probes: u64,
+    /// Retransmissions found lost in SACK recovery (records sent after them were SACKed)
+    /// and sent again before the RTO; absent from reports written before they were.
+    #[serde(default)]
+    pub lost_retransmissions: u64,
     /// Frames of several segments handed to a device that cut them (transmit
     /// segmentation offload); absent from reports written before TSO.
     #[serde(default)]

@@ -528,6 +528,7 @@ fn segments(a: &AlignmentStats) -> Segments {
         timeouts: a.timeouts,
         fast_retransmits: a.fast_retransmits,
         tail_loss_probes: a.tail_loss_probes,
+        lost_retransmissions: a.lost_retransmissions,
         tso_frames: a.tso_frames,
         tso_segments: a.tso_segments,
     }

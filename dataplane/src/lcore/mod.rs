@@ -213,6 +213,8 @@ pub struct AlignmentStats {
     pub fast_retransmits: u64,
     /// Tail loss probes (RFC 8985).
     pub tail_loss_probes: u64,
+    /// Retransmissions found lost in SACK recovery and sent again before the RTO.
+    pub lost_retransmissions: u64,
     /// Frames of several segments the port's device cut (transmit segmentation offload).
     pub tso_frames: u64,
     /// Segments those frames were cut into.
@@ -230,6 +232,7 @@ impl AlignmentStats {
         self.timeouts += o.timeouts;
         self.fast_retransmits += o.fast_retransmits;
         self.tail_loss_probes += o.tail_loss_probes;
+        self.lost_retransmissions += o.lost_retransmissions;
         self.tso_frames += o.tso_frames;
         self.tso_segments += o.tso_segments;
     }
@@ -243,6 +246,7 @@ impl AlignmentStats {
         self.timeouts += s.timeouts;
         self.fast_retransmits += s.fast_retransmits;
         self.tail_loss_probes += s.tail_loss_probes;
+        self.lost_retransmissions += s.lost_retransmissions;
     }
 
     /// Share of new-data segments that held whole FPDUs (1.0 when there were none).

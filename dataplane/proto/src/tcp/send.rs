@@ -66,6 +66,9 @@ struct Record {
     sacked: bool,
     /// Retransmitted in the current loss recovery (RFC 6675 HighRxt, per record).
     rtx: bool,
+    /// When it was last transmitted, as a count of the queue's transmissions
+    /// ([`SendQueue::mark_sent`]); 0 before the first.
+    tx_order: u64,
     /// The one's complement sum of `data` (as `wire::tcp::checksum::data` gives it),
     /// taken when the record was queued, while its octets were still in cache: a
     /// segment of whole records gets its TCP checksum without reading them again.
@@ -117,7 +120,16 @@ pub(crate) struct SendQueue {
     /// Empty `Arc`s of acknowledged shared records, to share records in without an
     /// allocation.
     shells: Vec<SharedRecord>,
+    /// Transmissions so far ([`SendQueue::mark_sent`]).
+    tx_count: u64,
+    /// The latest `tx_order` of a record known delivered (SACKed or acknowledged).
+    delivered_order: u64,
 }
+
+/// Segments transmitted after a retransmission, one of them delivered, before the
+/// retransmission is taken as lost: reordering of fewer segments than this on the path
+/// does not resend it needlessly (RFC 6675's DupThresh, applied to transmission order).
+pub const LOST_RTX_REORDER: u64 = 3;
 
 /// Most buffers (and `Arc` shells) of acknowledged records kept for reuse.
 const SPARE_BUFFERS: usize = 4096;
@@ -142,6 +154,8 @@ impl SendQueue {
             spare_limit,
             sums,
             shells: Vec::new(),
+            tx_count: 0,
+            delivered_order: 0,
         }
     }
 
@@ -190,6 +204,7 @@ impl SendQueue {
             data: RecordBuf::Owned(data),
             sacked: false,
             rtx: false,
+            tx_order: 0,
             sum,
         });
     }
@@ -226,6 +241,7 @@ impl SendQueue {
     pub fn ack_to(&mut self, off: u64) {
         while let Some(r) = self.recs.front() {
             if r.end() <= off {
+                self.delivered_order = self.delivered_order.max(r.tx_order);
                 self.bytes -= r.len();
                 let room = self.spare.len() < SPARE_BUFFERS;
                 match self.recs.pop_front().map(|r| r.data) {
@@ -443,6 +459,7 @@ impl SendQueue {
     pub fn mark_sacked(&mut self, lo: u64, hi: u64) -> u64 {
         let mut i = self.recs.partition_point(|r| r.off < lo);
         let mut n = 0;
+        let mut delivered = self.delivered_order;
         while let Some(r) = self.recs.get_mut(i) {
             if r.end() > hi {
                 break;
@@ -450,8 +467,47 @@ impl SendQueue {
             if !r.sacked {
                 r.sacked = true;
                 n += r.len() as u64;
+                delivered = delivered.max(r.tx_order);
             }
             i += 1;
+        }
+        self.delivered_order = delivered;
+        n
+    }
+
+    /// Counts one transmission of the records overlapping `[start, start + len)`: they
+    /// were sent after every earlier one.
+    pub fn mark_sent(&mut self, start: u64, len: usize) {
+        self.tx_count += 1;
+        let order = self.tx_count;
+        let end = start + len as u64;
+        // Segments go out in order: the lookup starts where the last one was found.
+        let Some(mut i) = self.find(start) else {
+            return;
+        };
+        while let Some(r) = self.recs.get_mut(i) {
+            if r.off >= end {
+                break;
+            }
+            r.tx_order = order;
+            i += 1;
+        }
+    }
+
+    /// Lost retransmissions in `[una, high)`: records retransmitted in this recovery, not
+    /// SACKed, transmitted at least [`LOST_RTX_REORDER`] transmissions before a record
+    /// known delivered. Their retransmitted marks are cleared (so NextSeg may send them
+    /// again and pipe no longer counts them); returns how many.
+    pub fn take_lost_retransmissions(&mut self, una: u64, high: u64) -> u64 {
+        let first = self.recs.partition_point(|r| r.end() <= una);
+        let last = self.recs.partition_point(|r| r.off < high);
+        let delivered = self.delivered_order;
+        let mut n = 0;
+        for r in self.recs.range_mut(first..last) {
+            if r.rtx && !r.sacked && r.tx_order + LOST_RTX_REORDER <= delivered {
+                r.rtx = false;
+                n += 1;
+            }
         }
         n
     }

@@ -746,6 +746,57 @@ fn sack_recovery_repairs_one_loss() {
     assert!(p.sent_by(Side::B).any(|s| s.sack));
 }
 
+/// Drops the first `times` transmissions of A's `nth` data segment (counting A's data
+/// segments from the filter's installation).
+fn drop_segment_transmissions(p: &mut Pair, nth: usize, times: usize) {
+    let (mut k, mut seq, mut dropped) = (0, None, 0);
+    p.filter = Some(Box::new(move |s| {
+        if s.from != Side::A || s.len == 0 {
+            return true;
+        }
+        k += 1;
+        if k == nth {
+            seq = Some(s.seq);
+        }
+        if seq == Some(s.seq) && dropped < times {
+            dropped += 1;
+            return false;
+        }
+        true
+    }));
+}
+
+#[test]
+fn a_lost_retransmission_is_sent_again_without_a_timeout() {
+    // RFC 6675 retransmits a hole once per recovery; when that retransmission is lost
+    // too, only the RTO would repair it. Here the records sent after it are SACKed, which
+    // says it was lost (RFC 8985 6.2: RACK detects lost retransmissions the same way).
+    let mut p = established(24);
+    let warm = records(&mut p, Side::A, &[1448; 40]);
+    assert!(p.run_until(1_000_000, |p| p.rx_b.len() == warm.len()
+        && p.a.as_ref().unwrap().in_flight() == 0));
+    p.rx_b.clear();
+    let before = p.a().stats().clone();
+    drop_segment_transmissions(&mut p, 3, 2);
+    let d = records(&mut p, Side::A, &[1448; 60]);
+    assert!(p.run_until(2_000_000, |p| p.rx_b.len() == d.len()));
+    assert_eq!(p.rx_b, d);
+    let st = p.a().stats().clone();
+    assert_eq!(st.timeouts - before.timeouts, 0, "{st:?}");
+    assert_eq!(st.fast_retransmits - before.fast_retransmits, 1, "{st:?}");
+    assert_eq!(
+        st.lost_retransmissions - before.lost_retransmissions,
+        1,
+        "{st:?}"
+    );
+    // The hole went out three times: the original and two retransmissions.
+    assert_eq!(
+        st.rtx_segments_whole - before.rtx_segments_whole,
+        2,
+        "{st:?}"
+    );
+}
+
 #[test]
 fn sack_recovery_repairs_several_losses_in_one_window() {
     let mut p = established(23);

@@ -133,6 +133,10 @@ impl Connection {
                 self.stats.fast_retransmits += 1;
             }
             if self.in_recovery {
+                // Retransmissions that records sent after them overtook are lost too
+                // (RFC 8985 6.2, in transmission order): NextSeg may send them again.
+                let lost = self.sendq.take_lost_retransmissions(una, high);
+                self.stats.lost_retransmissions += lost;
                 self.pipe = self.sendq.pipe(una, high, smss);
             }
         }

@@ -467,6 +467,9 @@ impl Connection {
                 if !fresh {
                     self.stats.retransmitted_octets += out.data_len as u64;
                 }
+                if out.data_len > 0 && self.sack_ok {
+                    self.sendq.mark_sent(out.data_start, out.data_len);
+                }
                 if self.in_recovery && self.sack_ok {
                     if mode == MODE_FAST || mode == MODE_SACK {
                         self.sendq.mark_rtx(out.data_start, out.data_len);
