@@ -442,6 +442,7 @@ pub struct Cores {
     limits: dataplane::limits::Limits,
     offload: dataplane::port::ChecksumOffload,
     zero_copy: bool,
+    tso_max: usize,
 }
 
 impl Cores {
@@ -482,6 +483,11 @@ impl Cores {
     /// Whether the port transmits payloads without copying them.
     pub fn tx_zero_copy(&self) -> bool {
         self.zero_copy
+    }
+
+    /// The largest payload of a frame the port's device segments; 0 without TSO.
+    pub fn tso_max_payload(&self) -> usize {
+        self.tso_max
     }
 
     /// Asks every core to stop polling until its memif link has gone down (at most
@@ -619,6 +625,7 @@ where
             limits: *first.limits(),
             offload: first.checksum_offload(),
             zero_copy: first.tx_zero_copy(),
+            tso_max: first.tso_max_payload(),
         };
         for (qi, core) in cores.into_iter().enumerate() {
             let lcore = lcores.get(qi).copied();

@@ -196,9 +196,9 @@ mod dpdk {
             // with the CPU, and the servers ask for zero-copy transmit: payloads go out
             // without our copy.
             let want = match (offload, tso) {
-                (true, false) => "checksum offload tx on, rx on; zero-copy tx on",
-                (true, true) => "checksum offload tx on, rx on; zero-copy tx off",
-                (false, _) => "checksum offload tx off, rx off; zero-copy tx on",
+                (true, false) => "checksum offload tx on, rx on; zero-copy tx on; TSO off",
+                (true, true) => "checksum offload tx on, rx on; zero-copy tx off; TSO on",
+                (false, _) => "checksum offload tx off, rx off; zero-copy tx on; TSO off",
             };
             assert!(out.contains(want), "expected {want:?}:\n{out}");
             let counter = |key: &str| -> u64 {

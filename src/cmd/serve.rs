@@ -155,6 +155,7 @@ pub fn run(a: ServeArgs) -> Result<bool, String> {
         print_setup(
             core.checksum_offload(),
             core.tx_zero_copy(),
+            core.tso_max_payload(),
             core.limits(),
             &pname,
             &budget,
@@ -315,6 +316,7 @@ fn serve_nodes(
                 print_setup(
                     view.checksum_offload(),
                     view.tx_zero_copy(),
+                    view.tso_max_payload(),
                     view.limits(),
                     &p.name,
                     &budget,
@@ -411,16 +413,22 @@ fn serve_nodes(
 fn print_setup(
     o: dataplane::port::ChecksumOffload,
     zero_copy: bool,
+    tso_max: usize,
     l: &dataplane::limits::Limits,
     pname: &str,
     budget: &Budget,
 ) {
     let on = |b: bool| if b { "on" } else { "off" };
     println!(
-        "port {pname}: checksum offload tx {}, rx {}; zero-copy tx {}",
+        "port {pname}: checksum offload tx {}, rx {}; zero-copy tx {}; {}",
         on(o.tx_ipv4_tcp),
         on(o.rx_ipv4_tcp),
-        on(zero_copy)
+        on(zero_copy),
+        if tso_max > 0 {
+            format!("TSO on (frames of up to {tso_max} payload octets)")
+        } else {
+            "TSO off".to_string()
+        }
     );
     println!(
         "limits: {} connections, SYN backlog {} per listener (then SYN cookies), \

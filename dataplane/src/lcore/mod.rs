@@ -546,6 +546,12 @@ impl Core {
         self.port.tx_zero_copy_capable()
     }
 
+    /// The largest payload of a frame the port's device segments
+    /// ([`Port::tso_max_payload`]); 0 without transmit segmentation offload.
+    pub fn tso_max_payload(&self) -> usize {
+        self.port.tso_max_payload()
+    }
+
     /// Segment-alignment counters over every connection, open or closed, with the
     /// port's TSO counters.
     pub fn alignment(&self) -> AlignmentStats {
