@@ -106,6 +106,10 @@ pub struct CoreStats {
     pub bad_segments: u64,
     /// FPDUs delivered to QPs.
     pub fpdus_received: u64,
+    /// FPDUs of out-of-order segments placed before the gap filled (Read Responses, with
+    /// markers: [`proto::qp::Qp::place_early`]); also counted in `fpdus_received` once
+    /// they arrive in order.
+    pub fpdus_placed_early: u64,
     /// FPDUs queued to TCP.
     pub fpdus_sent: u64,
     /// Segments TCP emitted that the port or ARP could not take.
@@ -147,6 +151,7 @@ impl CoreStats {
         self.unmatched_segments += o.unmatched_segments;
         self.bad_segments += o.bad_segments;
         self.fpdus_received += o.fpdus_received;
+        self.fpdus_placed_early += o.fpdus_placed_early;
         self.fpdus_sent += o.fpdus_sent;
         self.tx_failures += o.tx_failures;
         self.accepted += o.accepted;
@@ -290,6 +295,11 @@ struct FpduConn {
     cq_recv: Vec<Completion>,
     /// Completions wait in the QP because a CQ was full.
     cq_blocked: bool,
+    /// The TCP receive stream offset where FPDU mode began, and the MPA stream position
+    /// (from the receive marker origin) of that octet: what maps an out-of-order
+    /// segment's TCP offset to the deframer's position.
+    rx_stream_pos: u64,
+    rx_offset: u64,
 }
 
 enum Phase {
@@ -867,6 +877,8 @@ impl Core {
         let mut f = Box::new(FpduConn {
             framer: Framer::at_offset(p.tx_mode, p.tx_offset),
             deframer: Deframer::at_offset(p.rx_mode, p.rx_offset),
+            rx_stream_pos: p.rx_stream_pos,
+            rx_offset: p.rx_offset,
             qp: Qp::new(p.config, mrs),
             rings: p.rings,
             error_reported: false,
@@ -1080,9 +1092,26 @@ impl Core {
                         Phase::Fpdu(f) if !c.gone => {
                             let mut n = 0;
                             let hints = &*crc_hints;
-                            c.tcp.on_segment_deliver(now, &repr, &mut |_, data| {
-                                n += deframe_into(f, data, hints);
-                            });
+                            if f.deframer.mode().markers {
+                                // With markers, FPDUs in an out-of-order segment can be
+                                // found and (Read Responses) placed before the gap fills.
+                                c.tcp.on_segment_deliver_out_of_order(
+                                    now,
+                                    &repr,
+                                    &mut |off, data, in_order| {
+                                        if in_order {
+                                            n += deframe_into(f, data, hints);
+                                        } else {
+                                            stats.fpdus_placed_early +=
+                                                place_early(f, off, data) as u64;
+                                        }
+                                    },
+                                );
+                            } else {
+                                c.tcp.on_segment_deliver(now, &repr, &mut |_, data| {
+                                    n += deframe_into(f, data, hints);
+                                });
+                            }
                             stats.fpdus_received += n as u64;
                         }
                         _ => c.tcp.on_segment(now, &repr),
@@ -1471,13 +1500,30 @@ fn deframe_into(f: &mut FpduConn, data: &[u8], hints: &CrcHints) -> usize {
     let FpduConn { deframer, qp, .. } = f;
     if let Err(e) = deframer.push_hinted(data, hints, |fpdu| {
         n += 1;
-        qp.on_ulpdu(fpdu.ulpdu);
+        qp.on_ulpdu_at(Some(fpdu.stream_offset), fpdu.ulpdu);
     }) {
         if !matches!(e, wire::mpa::deframe::DeframeError::Stopped(_)) {
             qp.on_llp_error(TermError::Llp(e.code()));
         }
     }
     n
+}
+
+/// Finds the whole FPDUs of out-of-order octets `data` at TCP receive offset `tcp_off`
+/// (markers locate them, their CRCs and markers are checked: RFC 5044 section 5.3) and
+/// lets the QP place the ones it may place now ([`Qp::place_early`]). Nothing found here
+/// is an error yet: the deframer reports bad octets when they arrive in order. Returns the
+/// FPDUs placed.
+fn place_early(f: &mut FpduConn, tcp_off: u64, data: &[u8]) -> usize {
+    let Some(mpa_off) = (tcp_off + f.rx_offset).checked_sub(f.rx_stream_pos) else {
+        return 0;
+    };
+    let FpduConn { deframer, qp, .. } = f;
+    let mut placed = 0;
+    deframer.recover_out_of_order(mpa_off, data, |fpdu| {
+        placed += usize::from(qp.place_early(fpdu.stream_offset, fpdu.ulpdu));
+    });
+    placed
 }
 
 /// Moves work requests from the consumer's rings into the QP in posting order. A request

@@ -326,7 +326,13 @@ pub struct QpStats {
     pub terminates_sent: u64,
     /// Terminates received.
     pub terminates_received: u64,
+    /// Read Response segments placed early, from out-of-order TCP segments
+    /// ([`Qp::place_early`]).
+    pub early_placed: u64,
 }
+
+/// Most Read Response segments placed early and not yet met in order ([`Qp::place_early`]).
+pub const EARLY_PLACED_MAX: usize = 4096;
 
 /// One send queue entry, from posting to completion (completions leave in this order).
 #[derive(Debug)]
@@ -429,6 +435,8 @@ pub struct Qp {
     cur: Option<TxMsg>,
     last_was_rresp: bool,
     out_reads: VecDeque<OutRead>,
+    /// MPA stream offsets of the Read Response segments placed early, ascending.
+    early: VecDeque<u64>,
     irq: VecDeque<InRead>,
     rq: VecDeque<RecvEntry>,
     /// The length so far of the Send being received on QN 0 (0 between messages).
@@ -505,6 +513,7 @@ impl Qp {
             cur: None,
             last_was_rresp: false,
             out_reads: VecDeque::new(),
+            early: VecDeque::new(),
             irq: VecDeque::new(),
             rq: VecDeque::new(),
             rx_msg_len: 0,
@@ -1095,6 +1104,84 @@ impl Qp {
 
     /// One in-order ULPDU from the deframer. Dropped unless the state is RTS.
     pub fn on_ulpdu(&mut self, ulpdu: &[u8]) {
+        self.on_ulpdu_at(None, ulpdu);
+    }
+
+    /// Places the payload of `ulpdu`, a DDP segment found in an out-of-order TCP segment at
+    /// MPA stream offset `stream_offset` (RFC 5041 section 3: tagged segments may be
+    /// placed in any order), before the octets ahead of it arrive; true when it did. The
+    /// segment is still processed in order later ([`Qp::on_ulpdu_at`] with the same
+    /// offset): checked again and completed then, its payload not copied twice.
+    ///
+    /// Only the Read Responses of our own outstanding RDMA Reads are placed early, and not
+    /// the segment holding a message's last octet:
+    /// * a Read Response goes to a sink this side named and the peer is answering, so
+    ///   nothing the octets ahead of it could hold makes placing it wrong: at worst (a
+    ///   Terminate ahead, the sink invalidated by a misbehaving peer) the Read fails, and a
+    ///   failed Read's sink is undefined. An RDMA Write could follow a Send with
+    ///   Invalidate of its STag in the gap, which must refuse it, so Writes wait;
+    /// * the last octet is stored last, after every other octet of the message
+    ///   ([`MemoryRegion::write_last_visible_last`]), for consumers that poll it.
+    ///
+    /// Refused (false) as well: two outstanding Reads into overlapping parts of one sink,
+    /// a range outside every outstanding Read's sink, and more than [`EARLY_PLACED_MAX`]
+    /// segments placed early and not yet met in order.
+    pub fn place_early(&mut self, stream_offset: u64, ulpdu: &[u8]) -> bool {
+        if self.state != QpState::Rts || self.early.len() >= EARLY_PLACED_MAX {
+            return false;
+        }
+        let Ok(seg) = rdmap::parse_segment(ulpdu) else {
+            return false;
+        };
+        let Body::ReadResponse { stag, to, data } = seg.body else {
+            return false;
+        };
+        if seg.header.last() || data.is_empty() {
+            return false;
+        }
+        let Some(end) = to.checked_add(data.len() as u64) else {
+            return false;
+        };
+        let holds = |rd: &OutRead| {
+            rd.sink_stag == stag && to >= rd.sink_to && end <= rd.sink_to.saturating_add(rd.len)
+        };
+        let overlaps = |rd: &OutRead| {
+            rd.sink_stag == stag && to < rd.sink_to.saturating_add(rd.len) && rd.sink_to < end
+        };
+        let mut matching = self.out_reads.iter().filter(|rd| overlaps(rd));
+        let (Some(rd), None) = (matching.next(), matching.next()) else {
+            return false;
+        };
+        if !holds(rd) {
+            return false;
+        }
+        let placed = rd.sink_mr.as_ref().is_some_and(|mr| {
+            mr.check(to, data.len(), Access::LOCAL_WRITE)
+                .and_then(|off| mr.write(off, data))
+                .is_ok()
+        });
+        if !placed {
+            return false;
+        }
+        let i = self.early.partition_point(|&o| o < stream_offset);
+        if self.early.get(i) != Some(&stream_offset) {
+            self.early.insert(i, stream_offset);
+        }
+        self.stats.early_placed += 1;
+        true
+    }
+
+    /// [`Qp::on_ulpdu`] for the ULPDU at MPA stream offset `stream_offset` (when known): a
+    /// Read Response segment [`Qp::place_early`] placed is checked and completed as
+    /// usual, its payload not copied again.
+    pub fn on_ulpdu_at(&mut self, stream_offset: Option<u64>, ulpdu: &[u8]) {
+        let placed = stream_offset.is_some_and(|at| {
+            // Entries behind this offset were never met in order (none should be): drop.
+            while self.early.front().is_some_and(|&o| o < at) {
+                self.early.pop_front();
+            }
+            self.early.front() == Some(&at) && self.early.pop_front().is_some()
+        });
         if self.state != QpState::Rts {
             return;
         }
@@ -1108,7 +1195,7 @@ impl Qp {
                 self.on_write(stag, to, data, seg.header.last(), ulpdu)
             }
             (Body::ReadResponse { stag, to, data }, _) => {
-                self.on_read_response(stag, to, data, seg.header.last(), ulpdu)
+                self.on_read_response(stag, to, data, seg.header.last(), placed, ulpdu)
             }
             (Body::ReadRequest(req), wire::ddp::DdpHeader::Untagged(h)) => {
                 self.on_read_request(&h, &req, ulpdu)
@@ -1203,7 +1290,16 @@ impl Qp {
         }
     }
 
-    fn on_read_response(&mut self, stag: u32, to: u64, data: &[u8], last: bool, ulpdu: &[u8]) {
+    /// `placed`: [`Qp::place_early`] placed the payload already (the same octets).
+    fn on_read_response(
+        &mut self,
+        stag: u32,
+        to: u64,
+        data: &[u8],
+        last: bool,
+        placed: bool,
+        ulpdu: &[u8],
+    ) {
         if data.is_empty() && last && self.rtr_sink == Some((stag, to)) {
             self.rtr_sink = None;
             return;
@@ -1239,7 +1335,9 @@ impl Qp {
                 Some(mr) => mr
                     .check(to, data.len(), Access::LOCAL_WRITE)
                     .and_then(|off| {
-                        if last {
+                        if placed {
+                            Ok(())
+                        } else if last {
                             mr.write_last_visible_last(off, data)
                         } else {
                             mr.write(off, data)

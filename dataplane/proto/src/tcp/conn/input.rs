@@ -5,7 +5,7 @@ use super::*;
 
 /// Where in-order octets go when they skip the receive buffer
 /// ([`Connection::on_segment_deliver`]): `(stream_offset, octets)`.
-type Deliver<'a> = &'a mut dyn FnMut(u64, &[u8]);
+type Deliver<'a> = &'a mut dyn FnMut(u64, &[u8], bool);
 
 impl Connection {
     // ------------------------------------------------------------------ input
@@ -17,7 +17,7 @@ impl Connection {
     ///
     /// The caller demultiplexes by 4-tuple; a segment whose ports do not match is dropped.
     pub fn on_segment(&mut self, now: Instant, repr: &TcpRepr) {
-        self.on_segment_inner(now, repr, None);
+        self.on_segment_inner(now, repr, None, false);
     }
 
     /// [`Connection::on_segment`], and in-order data that nothing waits before (the
@@ -32,10 +32,33 @@ impl Connection {
         repr: &TcpRepr,
         deliver: &mut dyn FnMut(u64, &[u8]),
     ) {
-        self.on_segment_inner(now, repr, Some(deliver));
+        let mut d = |off: u64, data: &[u8], _: bool| deliver(off, data);
+        self.on_segment_inner(now, repr, Some(&mut d), false);
     }
 
-    fn on_segment_inner(&mut self, now: Instant, repr: &TcpRepr, deliver: Option<Deliver<'_>>) {
+    /// [`Connection::on_segment_deliver`] that also shows octets arriving out of order:
+    /// `deliver(stream_offset, octets, in_order)`. In-order octets (`true`) are as for
+    /// `on_segment_deliver`; out-of-order octets (`false`) are shown once stored, and only
+    /// when all of them are new to the receive buffer (none held before): it keeps the
+    /// first octets it gets for a range, so these are exactly the octets it will deliver
+    /// there in order later. (MPA with markers finds and places FPDUs in them early,
+    /// RFC 5044 section 5.3, RFC 5041 section 3.)
+    pub fn on_segment_deliver_out_of_order(
+        &mut self,
+        now: Instant,
+        repr: &TcpRepr,
+        deliver: &mut dyn FnMut(u64, &[u8], bool),
+    ) {
+        self.on_segment_inner(now, repr, Some(deliver), true);
+    }
+
+    fn on_segment_inner(
+        &mut self,
+        now: Instant,
+        repr: &TcpRepr,
+        deliver: Option<Deliver<'_>>,
+        out_of_order: bool,
+    ) {
         self.now = self.now.max(micros(now));
         if repr.src_port != self.tuple.remote_port || repr.dst_port != self.tuple.local_port {
             self.stats.segments_dropped += 1;
@@ -50,7 +73,7 @@ impl Connection {
             }
             State::Listen => {}
             State::SynSent => self.on_segment_syn_sent(repr),
-            _ => self.on_segment_synchronized(repr, deliver),
+            _ => self.on_segment_synchronized(repr, deliver, out_of_order),
         }
         // An ACK may have closed the window or ended what was in flight: the persist
         // timer and the USER TIMEOUT are armed now, not at the next transmit (which may
@@ -114,7 +137,12 @@ impl Connection {
     }
 
     /// RFC 9293 section 3.10.7.4, every state from SYN-RECEIVED on.
-    pub(super) fn on_segment_synchronized(&mut self, repr: &TcpRepr, deliver: Option<Deliver<'_>>) {
+    pub(super) fn on_segment_synchronized(
+        &mut self,
+        repr: &TcpRepr,
+        deliver: Option<Deliver<'_>>,
+        out_of_order: bool,
+    ) {
         let is_rst = repr.control == TcpControl::Rst;
         let is_syn = repr.control == TcpControl::Syn;
         let is_fin = repr.control == TcpControl::Fin;
@@ -310,8 +338,16 @@ impl Connection {
                     let text = &repr.payload[a..b];
                     let ins = match deliver {
                         Some(d) if self.recv.in_order_and_empty(stream_off) => {
-                            d(stream_off, text);
+                            d(stream_off, text, true);
                             self.recv.delivered(text.len())
+                        }
+                        Some(d) if out_of_order => {
+                            let held = self.recv.ooo_bytes();
+                            let ins = self.recv.insert(stream_off, text);
+                            if ins.out_of_order && self.recv.ooo_bytes() == held + text.len() {
+                                d(stream_off, text, false);
+                            }
+                            ins
                         }
                         _ => self.recv.insert(stream_off, text),
                     };
