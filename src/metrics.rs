@@ -164,6 +164,12 @@ pub fn render(s: &Snapshot, port: &str) -> String {
         k.fpdus_received,
     );
     metric(
+        "mpa_fpdus_placed_early_total",
+        c,
+        "Read Response FPDUs of out-of-order segments placed before the gap filled.",
+        k.fpdus_placed_early,
+    );
+    metric(
         "mpa_fpdus_sent_total",
         c,
         "FPDUs queued to TCP.",
