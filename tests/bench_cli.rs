@@ -193,7 +193,11 @@ fn tso_hands_the_link_frames_of_several_segments() {
             a["tso_frames"].as_u64().unwrap(),
             a["tso_segments"].as_u64().unwrap(),
         );
-        assert!(frames > 0 && segments >= 2 * frames, "{test}: {a}");
+        // At least half of the run's full-size segments went in frames the link cut.
+        assert!(
+            frames > 0 && segments >= 300 * 65536 / 1500 / 2,
+            "{test}: {a}"
+        );
         // The device cut exactly the segments TCP planned: whole FPDUs each.
         assert_eq!(a["new_split"], 0, "{test}: {a}");
         let plain = json(&[test, "-n", "300", "-s", "65536"]);

@@ -574,18 +574,7 @@ impl Net {
         if !tso_eligible(repr) {
             return self.try_send_tcp(now, port, tuple, repr, record, payload_sum);
         }
-        if tuple.local_addr != self.cfg.addr {
-            return Err(SendTcpError::BadSource);
-        }
-        let hop = self
-            .next_hop(tuple.remote_addr)
-            .ok_or(SendTcpError::NoRoute)?;
-        if IPV4_LEN + repr.buffer_len() > self.cfg.mtu.min(port.mtu()) {
-            return Err(SendTcpError::TooLarge);
-        }
-        let dst_mac = self
-            .neighbour(now, port, hop)
-            .ok_or(SendTcpError::Unresolved)?;
+        let dst_mac = self.route_tcp(now, port, tuple, IPV4_LEN + repr.buffer_len())?;
         let header_len = ETH_LEN + IPV4_LEN + repr.header_len();
         if !port.tx_tso_begin(header_len) {
             return Err(SendTcpError::PortFull);
@@ -656,6 +645,29 @@ impl Net {
         }
     }
 
+    /// The next hop's MAC for a datagram of `ip_len` octets from `tuple.local_addr` to
+    /// `tuple.remote_addr`: refused when the source is not ours, there is no route, it
+    /// exceeds the MTU, or the next hop is not resolved yet (an ARP request goes out).
+    fn route_tcp(
+        &mut self,
+        now: Instant,
+        port: &mut dyn Port,
+        tuple: &FourTuple,
+        ip_len: usize,
+    ) -> Result<EthernetAddress, SendTcpError> {
+        if tuple.local_addr != self.cfg.addr {
+            return Err(SendTcpError::BadSource);
+        }
+        let hop = self
+            .next_hop(tuple.remote_addr)
+            .ok_or(SendTcpError::NoRoute)?;
+        if ip_len > self.cfg.mtu.min(port.mtu()) {
+            return Err(SendTcpError::TooLarge);
+        }
+        self.neighbour(now, port, hop)
+            .ok_or(SendTcpError::Unresolved)
+    }
+
     fn try_send_tcp(
         &mut self,
         now: Instant,
@@ -665,20 +677,9 @@ impl Net {
         record: Option<TxPayload<'_>>,
         payload_sum: Option<u16>,
     ) -> Result<(), SendTcpError> {
-        if tuple.local_addr != self.cfg.addr {
-            return Err(SendTcpError::BadSource);
-        }
-        let hop = self
-            .next_hop(tuple.remote_addr)
-            .ok_or(SendTcpError::NoRoute)?;
         let tcp_len = repr.buffer_len();
         let ip_len = IPV4_LEN + tcp_len;
-        if ip_len > self.cfg.mtu.min(port.mtu()) {
-            return Err(SendTcpError::TooLarge);
-        }
-        let dst_mac = self
-            .neighbour(now, port, hop)
-            .ok_or(SendTcpError::Unresolved)?;
+        let dst_mac = self.route_tcp(now, port, tuple, ip_len)?;
         let eth = EthernetRepr {
             src_addr: self.cfg.mac,
             dst_addr: dst_mac,

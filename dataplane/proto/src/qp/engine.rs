@@ -54,6 +54,9 @@
 //!   Read. A Read Response with no Read outstanding is RDMAP "Unexpected OpCode". The
 //!   configured RTR sink ([`QpConfig::read_rtr_sink`]) absorbs one zero-length Read
 //!   Response silently.
+//! * Read Responses found in out-of-order segments may be placed before the gap ahead of
+//!   them fills ([`Qp::place_early`]); they are checked and completed in order all the
+//!   same, without a second copy ([`Qp::on_ulpdu_at`]).
 //! * Terminate: recorded ([`Qp::terminate_received`]), the queue pair goes to Error, the
 //!   oldest started send work request completes with a status mapped from the
 //!   Terminate's error (and the error in [`Completion::term`]), everything else is

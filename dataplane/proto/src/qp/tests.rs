@@ -1446,12 +1446,12 @@ fn local_region_cache_never_outlives_the_region() {
     );
 }
 
-/// A Read of `len` octets from B into A's `sink` at offset 0: A's Read Request is
-/// delivered to B; B's Read Response segments are returned, not delivered.
+/// A Read of `len` octets from B into A's `sink` at offset `sink_off`: A's Read Request
+/// is delivered to B; B's Read Response segments are returned, not delivered.
 fn read_responses(
     p: &mut Pair,
     src: &MemoryRegion,
-    sink: &MemoryRegion,
+    (sink, sink_off): (&MemoryRegion, u64),
     wr_id: u64,
     len: u32,
 ) -> Vec<Vec<u8>> {
@@ -1462,7 +1462,7 @@ fn read_responses(
                 remote_stag: src.stag(),
                 remote_to: src.base_to(),
             },
-            local: sge(sink, 0, len),
+            local: sge(sink, sink_off, len),
             signaled: true,
         })
         .unwrap();
@@ -1488,7 +1488,7 @@ fn read_responses_are_placed_early_and_completed_in_order() {
     let data = pattern(len, 7);
     src.write(0, &data).unwrap();
     let sink = reg(&p.a, 0x100, len, Access::LOCAL_WRITE);
-    let segs = read_responses(&mut p, &src, &sink, 1, len as u32);
+    let segs = read_responses(&mut p, &src, (&sink, 0), 1, len as u32);
     assert_eq!(segs.len(), 5);
     // Stream offsets as a deframer would give them (any increasing values will do).
     let at = |i: usize| 1000 + 100_000 * i as u64;
@@ -1524,10 +1524,10 @@ fn only_read_responses_for_one_outstanding_read_are_placed_early() {
     let src = reg(&p.b, 0x4000, len, Access::REMOTE_READ);
     src.write(0, &pattern(len, 3)).unwrap();
     let sink = reg(&p.a, 0x100, 2 * len, Access::LOCAL_WRITE);
-    let first = read_responses(&mut p, &src, &sink, 1, len as u32);
+    let first = read_responses(&mut p, &src, (&sink, 0), 1, len as u32);
     // A second Read into an overlapping part of the same sink: neither read's segments
     // can be told apart by address, so none is placed early.
-    let second = read_responses(&mut p, &src, &sink, 2, len as u32);
+    let second = read_responses(&mut p, &src, (&sink, 0), 2, len as u32);
     assert!(!p.a.qp.place_early(1, &first[1]));
     assert!(!p.a.qp.place_early(2, &second[1]));
     // In order, both complete as usual.
@@ -1576,23 +1576,7 @@ proptest! {
         // The Read fills [64, 64 + len) of a larger sink: the rest must stay untouched.
         let sink = reg(&p.a, 0x100, len + 128, Access::LOCAL_WRITE);
         sink.fill(0x5A);
-        p.a.qp
-            .post_send(SendWr {
-                wr_id: 1,
-                op: SendOp::Read { remote_stag: src.stag(), remote_to: src.base_to() },
-                local: sge(&sink, 64, len as u32),
-                signaled: true,
-            })
-            .unwrap();
-        let mut buf = Vec::new();
-        while p.a.qp.poll_ulpdu(MULPDU, &mut buf) {
-            p.b.qp.on_ulpdu(&buf);
-            buf.clear();
-        }
-        let mut segs = Vec::new();
-        while p.b.qp.poll_ulpdu(MULPDU, &mut buf) {
-            segs.push(std::mem::take(&mut buf));
-        }
+        let segs = read_responses(&mut p, &src, (&sink, 64), 1, len as u32);
         let mut bad = segs[which].clone();
         for (at, x) in &flips {
             let i = at % bad.len();
