@@ -104,9 +104,9 @@ pub(crate) struct SendQueue {
     bytes: usize,
     /// Records dropped from the front so far: `recs[i]` is record number `popped + i`.
     popped: u64,
-    /// Number of the record [`SendQueue::find`] found last: lookups walk forward from it
-    /// (segments go out in order, so the next lookup is almost always there or one on)
-    /// before falling back to a binary search.
+    /// Number of the record [`SendQueue::find`] found last: lookups try it, the one
+    /// before and the one after (segments go out in order, so the next lookup is almost
+    /// always there) before falling back to a binary search.
     hint: Cell<u64>,
     /// Buffers of acknowledged records no port refers to any more, for
     /// [`SendQueue::take_buffer`].
@@ -291,7 +291,9 @@ impl SendQueue {
     /// Index of the record holding stream offset `off`.
     fn find(&self, off: u64) -> Option<usize> {
         let h = self.hint.get().saturating_sub(self.popped) as usize;
-        for i in h..(h + 2).min(self.recs.len()) {
+        // One back too: a transmission looks up its segment's record, then the boundary
+        // after it (the next record), then marks the segment sent from its start.
+        for i in h.saturating_sub(1)..(h + 2).min(self.recs.len()) {
             let r = &self.recs[i];
             if r.off <= off && off < r.end() {
                 self.hint.set(self.popped + i as u64);
