@@ -13,10 +13,11 @@
 //! of work request and keeps receives of other kinds for later (request-response
 //! protocols: rping, perftest's control connection).
 
+use dataplane::clock::Instant;
 use std::borrow::BorrowMut;
 use std::collections::VecDeque;
 use std::fmt;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use control::verbs::{
     CmError, Completion, ConnId, Core, Cq, Device, Pd, PostError, QpInit, QpRingState, QueuePair,

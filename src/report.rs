@@ -74,9 +74,10 @@
 //! ---------------------------------------------------------------------------------------
 //! ```
 
+use dataplane::clock::Instant;
 use std::fmt::Write as _;
 use std::io::{self, IsTerminal, Write};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use hdrhistogram::Histogram;
 use serde::{Deserialize, Serialize};

@@ -1,9 +1,10 @@
 //! `iwarp::report` text and JSON: golden perftest 4.5 lines, JSON round trip, progress.
 
+use dataplane::clock::Instant;
 use std::cell::RefCell;
 use std::io::Write;
 use std::rc::Rc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use iwarp::report::{
     bw_columns, bw_header, bw_line, footer, lat_columns, lat_header, lat_line, to_json, to_text,

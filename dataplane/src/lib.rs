@@ -14,6 +14,7 @@
 //! * [`limits`]: the caps on everything a peer can make the core hold.
 #![forbid(unsafe_code)]
 
+pub mod clock;
 pub mod lcore;
 pub mod limits;
 pub mod net;

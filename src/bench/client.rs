@@ -7,9 +7,10 @@
 //! are Sends too: there the client posts each receive in the order the server's Sends
 //! come (the ready, the pong of each ping, the next ready or the result).
 
+use dataplane::clock::Instant;
 use std::net::SocketAddrV4;
 use std::sync::atomic::Ordering;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use control::verbs::{
     Access, Completion, ConnId, Core, Device, InitiatorConfig, Mr, RecvWr, SendOp, SendWr, Sge,
@@ -294,7 +295,7 @@ fn main(
     for (k, &size) in o.sizes.iter().enumerate() {
         c.wait_ready()?;
         let last = k + 1 == o.sizes.len();
-        let began = Instant::now();
+        let began = std::time::Instant::now();
         let (sample, h, messages) = match o.test {
             Test::WriteBw | Test::ReadBw | Test::SendBw => {
                 let (s, n) = bw(c, o, size, remote, ord, &mut intervals)?;
@@ -311,7 +312,7 @@ fn main(
             expected += messages * size as u64 * if both { 2 } else { 1 };
         }
         samples.push(sample);
-        spans.push((began, Instant::now()));
+        spans.push((began, std::time::Instant::now()));
         if let Some(h) = h {
             histograms.push((size, h));
         }

@@ -9,9 +9,10 @@
 //! (the client prints it). Each session has its own protection domain, so no session's
 //! QP can reach another's memory, and its memory is given back when it ends.
 
+use dataplane::clock::Instant;
 use std::collections::VecDeque;
 use std::net::SocketAddrV4;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use control::verbs::{
     AcceptParams, Access, ConnId, ConnInfo, ConnRequest, Core, Device, Listener, Mr, Pending,

@@ -383,7 +383,8 @@ pub struct Core {
     port: Box<dyn Port>,
     net: Net,
     cfg: CoreConfig,
-    epoch: std::time::Instant,
+    /// The loop's time: one reading of [`crate::clock`] per poll.
+    clock: crate::clock::Monotonic,
     cmds: Receiver<CoreCmd>,
     events: Sender<CoreEvent>,
     /// Events the control channel had no room for, in order; sent before any newer.
@@ -464,7 +465,7 @@ impl Core {
         Core {
             net: Net::new(cfg.net),
             port,
-            epoch: std::time::Instant::now(),
+            clock: crate::clock::Monotonic::new(),
             cmds,
             events,
             outbox: VecDeque::new(),
@@ -580,8 +581,8 @@ impl Core {
         self.table.len()
     }
 
-    fn now(&self) -> Instant {
-        Instant::from_micros(self.epoch.elapsed().as_micros() as i64)
+    fn now(&mut self) -> Instant {
+        Instant::from_micros(self.clock.micros())
     }
 
     /// Runs one iteration of the loop. Returns a measure of the work done (0: idle).
