@@ -285,6 +285,12 @@ pub fn render(s: &Snapshot, port: &str) -> String {
         t.fast_retransmits,
     );
     metric(
+        "tcp_spurious_timeouts_total",
+        c,
+        "Retransmission timeouts found spurious (Eifel detection, RFC 3522) and undone.",
+        t.spurious_timeouts,
+    );
+    metric(
         "tcp_tail_loss_probes_total",
         c,
         "Tail loss probes (RFC 8985).",

@@ -625,6 +625,11 @@ pub struct Segments {
     pub retransmitted_octets: u64,
     /// Retransmission timeouts.
     pub timeouts: u64,
+    /// Of those, timeouts found spurious (an original transmission arrived: the peer was
+    /// late, nothing was lost; Eifel detection, RFC 3522); absent from reports written
+    /// before they were counted.
+    #[serde(default)]
+    pub spurious_timeouts: u64,
     /// Fast retransmits.
     pub fast_retransmits: u64,
     /// Tail loss probes (RFC 8985 section 7); absent from reports written before they were

@@ -527,6 +527,7 @@ fn segments(a: &AlignmentStats) -> Segments {
         retransmitted_octets: a.retransmitted_octets,
         timeouts: a.timeouts,
         fast_retransmits: a.fast_retransmits,
+        spurious_timeouts: a.spurious_timeouts,
         tail_loss_probes: a.tail_loss_probes,
         lost_retransmissions: a.lost_retransmissions,
         tso_frames: a.tso_frames,

@@ -214,6 +214,9 @@ pub struct AlignmentStats {
     pub retransmitted_octets: u64,
     /// Retransmission timeouts.
     pub timeouts: u64,
+    /// Of those, timeouts found spurious (the original transmission arrived; Eifel
+    /// detection, RFC 3522) and undone.
+    pub spurious_timeouts: u64,
     /// Fast retransmits.
     pub fast_retransmits: u64,
     /// Tail loss probes (RFC 8985).
@@ -235,6 +238,7 @@ impl AlignmentStats {
         self.rtx_split += o.rtx_split;
         self.retransmitted_octets += o.retransmitted_octets;
         self.timeouts += o.timeouts;
+        self.spurious_timeouts += o.spurious_timeouts;
         self.fast_retransmits += o.fast_retransmits;
         self.tail_loss_probes += o.tail_loss_probes;
         self.lost_retransmissions += o.lost_retransmissions;
@@ -249,6 +253,7 @@ impl AlignmentStats {
         self.rtx_split += s.rtx_segments_split;
         self.retransmitted_octets += s.retransmitted_octets;
         self.timeouts += s.timeouts;
+        self.spurious_timeouts += s.spurious_timeouts;
         self.fast_retransmits += s.fast_retransmits;
         self.tail_loss_probes += s.tail_loss_probes;
         self.lost_retransmissions += s.lost_retransmissions;

@@ -46,7 +46,11 @@
 //!   ceiling, and an optional floor of the variance term ([`Config::rto_min_var`]).
 //! * RFC 3522 / RFC 4015 (with timestamps): Eifel detection of a spurious timeout (the
 //!   first ACK to advance SND.UNA echoes a TSval older than the first retransmission's)
-//!   and its response: no go-back-N, cwnd and ssthresh as before the timeout. Needs a
+//!   and its response: no go-back-N, cwnd and ssthresh as before the timeout, and a
+//!   more conservative timer (RFC 4015 section 4): the variance term's floor is raised
+//!   to cover how long the original took, so a peer that stalls again for as long (a
+//!   descheduled thread) sets off neither a timeout nor a tail loss probe; detected loss
+//!   (recovery entered, a timeout that was not spurious) clears it. Needs a
 //!   [`Config::ts_tick`] well below the RTO to tell the two apart.
 //! * RFC 5681 / RFC 3465: slow start with byte counting, congestion avoidance, one
 //!   immediate duplicate ACK per out-of-order segment (even when a burst of segments is

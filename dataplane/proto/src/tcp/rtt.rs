@@ -15,6 +15,9 @@ pub struct RttEstimator {
     max: u64,
     /// Floor of the variance term `K * RTTVAR`.
     var_floor: u64,
+    /// A further floor of the variance term learned from spurious timeouts
+    /// ([`RttEstimator::spurious_timeout`]).
+    learned_floor: u64,
 }
 
 impl RttEstimator {
@@ -31,6 +34,7 @@ impl RttEstimator {
             min,
             max,
             var_floor: 0,
+            learned_floor: 0,
         }
     }
 
@@ -59,10 +63,53 @@ impl RttEstimator {
                 self.srtt = Some(srtt - srtt / 8 + r / 8);
             }
         }
-        let srtt = self.srtt.unwrap_or(r);
-        let k_rttvar = self.rttvar.saturating_mul(4).max(1).max(self.var_floor);
-        self.base_rto = srtt.saturating_add(k_rttvar).clamp(self.min, self.max);
+        self.recompute();
         self.backoff = 0;
+    }
+
+    /// RTO = SRTT + max(K * RTTVAR, floors), clamped (RFC 6298 2.3 and 2.4).
+    fn recompute(&mut self) {
+        let Some(srtt) = self.srtt else {
+            return;
+        };
+        let k_rttvar = self
+            .rttvar
+            .saturating_mul(4)
+            .max(1)
+            .max(self.var_floor)
+            .max(self.learned_floor);
+        self.base_rto = srtt.saturating_add(k_rttvar).clamp(self.min, self.max);
+    }
+
+    /// A timeout was found spurious (RFC 3522: the original transmission arrived) and its
+    /// original took `rtt` microseconds to be acknowledged: the RTO was too short for this
+    /// path, typically a peer that did not run for a while (a descheduled thread, a
+    /// preempted virtual CPU). RFC 4015 section 4 lets the response make the timer more
+    /// conservative; here the variance term's floor is raised so that an RTO this long
+    /// would have covered `rtt`, with a quarter to spare (at most the RTO ceiling). Unlike
+    /// RTTVAR it does not decay with every sample (a peer that stalls every few hundred
+    /// milliseconds would be forgotten in a few round trips); evidence of loss clears it
+    /// ([`RttEstimator::loss_detected`]).
+    pub fn spurious_timeout(&mut self, rtt: u64) {
+        let need = rtt.saturating_sub(self.srtt.unwrap_or(0));
+        let want = need.saturating_add(need / 4).min(self.max);
+        self.learned_floor = self.learned_floor.max(want);
+        self.recompute();
+    }
+
+    /// Loss was detected (a timeout that was not spurious, or loss recovery entered): a
+    /// path that loses segments needs its timer short, so the floor learned from spurious
+    /// timeouts goes back to the configured one.
+    pub fn loss_detected(&mut self) {
+        if self.learned_floor != 0 {
+            self.learned_floor = 0;
+            self.recompute();
+        }
+    }
+
+    /// The variance term's floor learned from spurious timeouts, microseconds.
+    pub fn learned_floor(&self) -> u64 {
+        self.learned_floor
     }
 
     /// Doubles the RTO (RFC 6298 5.5), up to the ceiling.
@@ -138,6 +185,36 @@ mod tests {
             f.sample(500);
         }
         assert!(f.rto() < 520);
+    }
+
+    #[test]
+    fn spurious_timeouts_raise_the_floor_and_loss_clears_it() {
+        let mut e = RttEstimator::new(1_000, 50, 100_000).with_var_floor(200);
+        for _ in 0..50 {
+            e.sample(500);
+        }
+        assert_eq!(e.rto(), 700);
+        // The original took 4.5 ms: the floor covers 4 ms above SRTT with a quarter spare.
+        e.spurious_timeout(4_500);
+        assert_eq!(e.learned_floor(), 5_000);
+        assert_eq!(e.rto(), 5_500);
+        // Samples do not wear it down (RTTVAR alone would).
+        for _ in 0..1_000 {
+            e.sample(500);
+        }
+        assert_eq!(e.rto(), 5_500);
+        // A shorter spurious one does not lower it; a longer one raises it.
+        e.spurious_timeout(1_000);
+        assert_eq!(e.rto(), 5_500);
+        e.spurious_timeout(8_500);
+        assert_eq!(e.learned_floor(), 10_000);
+        // Loss takes it back to the configured floor.
+        e.loss_detected();
+        assert_eq!(e.learned_floor(), 0);
+        assert_eq!(e.rto(), 700);
+        // Never above the ceiling.
+        e.spurious_timeout(u64::MAX);
+        assert_eq!(e.rto(), 100_000);
     }
 
     #[test]

@@ -1686,6 +1686,69 @@ fn spurious_timeout_is_detected_and_undone() {
     assert_eq!(p.rx_b, want);
 }
 
+/// Four 3 ms stalls of B (6 ms round trips), each followed by traffic at the normal
+/// 10 us delay, every octet checked; returns A's (timeouts, tail loss probes) after each
+/// stall and the octets B has.
+fn repeated_stalls(p: &mut Pair) -> (Vec<(u64, u64)>, Vec<u8>) {
+    let mut want = records(p, Side::A, &[1000; 20]);
+    assert!(p.run_until(100_000, |p| p.a.as_ref().unwrap().in_flight() == 0));
+    assert!(p.a().rto() < Duration::from_millis(2), "{:?}", p.a().rto());
+    assert_eq!(p.a().rto_learned_floor(), Duration::ZERO);
+    let mut after = Vec::new();
+    for _ in 0..4 {
+        for delay in [3_000, 10] {
+            p.delay = delay;
+            want.extend(records(p, Side::A, &[1000; 20]));
+            let n = want.len();
+            assert!(p.run_until(200_000, |p| p.rx_b.len() == n));
+            assert!(p.run_until(200_000, |p| p.a.as_ref().unwrap().in_flight() == 0));
+        }
+        let s = p.a().stats();
+        after.push((s.timeouts, s.tail_loss_probes));
+    }
+    assert_eq!(p.rx_b, want);
+    (after, want)
+}
+
+/// A peer that stalls again and again for as long (a thread descheduled now and then)
+/// costs one episode of spurious timeouts, not one per stall: the first teaches the RTO
+/// how late the peer can be (RFC 4015's response), and later stalls of that length fire
+/// no timer. A real loss then takes the timer back to its configured floor.
+#[test]
+fn repeated_stalls_time_out_once_and_loss_forgets_them() {
+    let mut p = established_no_tlp(33);
+    let (after, mut want) = repeated_stalls(&mut p);
+    assert!(after[0].0 >= 1, "{after:?}");
+    assert_eq!(p.a().stats().spurious_timeouts, 1);
+    assert!(after.iter().all(|&a| a == after[0]), "{after:?}");
+    // 6 ms round trips: the RTO waits at least that long, whatever SRTT and RTTVAR do.
+    assert!(p.a().rto_learned_floor() >= Duration::from_millis(5));
+    assert!(p.a().rto() >= Duration::from_millis(6), "{:?}", p.a().rto());
+    // A lost segment (not lateness) clears what the stalls taught.
+    let mut n = 0;
+    p.filter = Some(Box::new(move |s| {
+        if s.from == Side::A && s.len > 0 && n < 1 {
+            n += 1;
+            return false;
+        }
+        true
+    }));
+    want.extend(records(&mut p, Side::A, &[1000; 20]));
+    let st = all_delivered(&mut p, &want);
+    assert!(st.fast_retransmits + st.timeouts > after[0].0, "{st:?}");
+    assert_eq!(p.a().rto_learned_floor(), Duration::ZERO);
+}
+
+/// With tail loss probes, the probe timeout keeps to the learned floor too: later stalls
+/// send neither probes nor timeouts.
+#[test]
+fn repeated_stalls_probe_once() {
+    let mut p = established(34);
+    let (after, _) = repeated_stalls(&mut p);
+    assert!(after[0].0 + after[0].1 >= 1, "{after:?}");
+    assert!(after.iter().all(|&a| a == after[0]), "{after:?}");
+}
+
 /// A real loss is not taken for a spurious timeout: the ACK that advances SND.UNA is for
 /// the retransmission and echoes its TSval.
 #[test]

@@ -30,9 +30,22 @@ impl Connection {
         let spurious = match self.rto_undo {
             Some(u) if ack_off > self.snd_una => {
                 self.rto_undo = None;
-                repr.timestamp
-                    .is_some_and(|ts| ts.tsecr != 0 && ts_lt(ts.tsecr, u.rtx_tsval))
-                    .then_some(u)
+                let echo = repr.timestamp.map(|ts| ts.tsecr).filter(|&e| e != 0);
+                match echo {
+                    Some(e) if ts_lt(e, u.rtx_tsval) => {
+                        // How long the original took: the timer should have waited
+                        // that long (RFC 4015's response, RttEstimator::spurious_timeout).
+                        let tick = dur_us(self.cfg.ts_tick).max(1);
+                        let ticks = u64::from(self.tsval().wrapping_sub(e));
+                        self.rtt.spurious_timeout(ticks.saturating_mul(tick));
+                        Some(u)
+                    }
+                    Some(_) => {
+                        self.rtt.loss_detected();
+                        None
+                    }
+                    None => None,
+                }
             }
             _ => None,
         };
@@ -108,6 +121,7 @@ impl Connection {
                 self.recover = self.snd_max;
                 self.win.cwnd = self.win.ssthresh + 3 * smss;
                 self.in_recovery = true;
+                self.rtt.loss_detected();
                 self.fast_rtx_pending = true;
                 self.rtt_timed = None;
                 self.stats.fast_retransmits += 1;
@@ -127,6 +141,7 @@ impl Connection {
                 self.recover = self.snd_max;
                 self.cc.on_loss(&mut self.win, flight, smss);
                 self.in_recovery = true;
+                self.rtt.loss_detected();
                 self.sendq.clear_rtx();
                 self.fast_rtx_pending = true;
                 self.rtt_timed = None;

@@ -455,6 +455,12 @@ impl Connection {
         Duration::from_micros(self.rtt.rto())
     }
 
+    /// The floor of RTO's variance term learned from spurious timeouts (zero until one,
+    /// and again after a loss; [`RttEstimator::spurious_timeout`]).
+    pub fn rto_learned_floor(&self) -> Duration {
+        Duration::from_micros(self.rtt.learned_floor())
+    }
+
     /// SRTT, once measured (RFC 6298).
     pub fn srtt(&self) -> Option<Duration> {
         self.rtt.srtt().map(Duration::from_micros)
@@ -537,9 +543,10 @@ impl Connection {
 
     /// Schedules the probe timeout (RFC 8985 7.2) after new data went out or an ACK
     /// brought news: PTO = 2 SRTT plus the peer's delayed-ACK time (our own
-    /// [`Config::delayed_ack`], as the worst case to allow for), and no later than the
-    /// RTO would fire (the probe then goes in the timeout's place, and the RTO is pushed
-    /// back by one RTO). Only with SACK (the probe's ACK must say what arrived), in the
+    /// [`Config::delayed_ack`], as the worst case to allow for), no earlier than the
+    /// floor learned from spurious timeouts, and no later than the RTO would fire (the
+    /// probe then goes in the timeout's place, and the RTO is pushed back by one RTO).
+    /// Only with SACK (the probe's ACK must say what arrived), in the
     /// open state (not in recovery, no timeout backoff) and with no probe outstanding.
     fn schedule_tlp(&mut self) {
         self.tlp_deadline = None;
@@ -554,9 +561,12 @@ impl Connection {
         let (true, Some(srtt), Some(rto_at)) = (open, self.rtt.srtt(), self.rtx_deadline) else {
             return;
         };
+        // Not before the RTO's learned floor either: a peer known to stall that long
+        // (spurious timeouts) is not probed for each stall.
         let pto = srtt
             .saturating_mul(2)
             .saturating_add(dur_us(self.cfg.delayed_ack))
+            .max(self.rtt.learned_floor())
             .max(1);
         self.tlp_deadline = Some(self.after(pto).min(rto_at));
     }
