@@ -291,6 +291,12 @@ pub fn render(s: &Snapshot, port: &str) -> String {
         t.spurious_timeouts,
     );
     metric(
+        "tcp_dsack_octets_total",
+        c,
+        "Octets the peer reported receiving twice (D-SACK, RFC 2883).",
+        t.dsack_octets,
+    );
+    metric(
         "tcp_tail_loss_probes_total",
         c,
         "Tail loss probes (RFC 8985).",

@@ -630,6 +630,11 @@ pub struct Segments {
     /// before they were counted.
     #[serde(default)]
     pub spurious_timeouts: u64,
+    /// Octets the peer reported receiving twice (D-SACK, RFC 2883): retransmissions that
+    /// were not needed, or duplicates the link made; absent from reports written before
+    /// they were counted.
+    #[serde(default)]
+    pub dsack_octets: u64,
     /// Fast retransmits.
     pub fast_retransmits: u64,
     /// Tail loss probes (RFC 8985 section 7); absent from reports written before they were
@@ -940,9 +945,14 @@ pub fn to_text(report: &Report) -> String {
         let c = &a.client;
         let _ = write!(
             out,
-            " FPDU-aligned segments: client new {:.4} rtx {:.4} ({} retransmitted octets)",
+            " FPDU-aligned segments: client new {:.4} rtx {:.4} ({} retransmitted octets",
             c.new_whole_ratio, c.rtx_whole_ratio, c.retransmitted_octets,
         );
+        if c.dsack_octets > 0 {
+            // D-SACK: the server said it had these already (a late peer, not loss).
+            let _ = write!(out, ", {} reported received twice", c.dsack_octets);
+        }
+        out.push(')');
         match &a.server {
             Some(s) => {
                 let _ = writeln!(out, ", server new {:.4}", s.new_whole_ratio);

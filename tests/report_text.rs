@@ -8,8 +8,8 @@ use std::time::Duration;
 
 use iwarp::report::{
     bw_columns, bw_header, bw_line, footer, lat_columns, lat_header, lat_line, to_json, to_text,
-    BwMeter, BwSample, LatSample, Progress, ProgressTotal, Report, ReportParams, Sample,
-    REPORT_SCHEMA,
+    Alignment, BwMeter, BwSample, LatSample, Progress, ProgressTotal, Report, ReportParams, Sample,
+    Segments, REPORT_SCHEMA,
 };
 
 const DASHES: &str =
@@ -169,6 +169,45 @@ fn whole_report_text() {
         ..r
     };
     assert_eq!(to_text(&empty), "");
+}
+
+/// The segment line says how many retransmitted octets the server reported receiving
+/// twice (D-SACK), and only when it reported any.
+#[test]
+fn segment_line_tells_needless_retransmissions() {
+    let mut r = Report {
+        test: "RDMA_Write".into(),
+        params: params(),
+        samples: vec![Sample::Bw(bw(65536, 1000, 62.5, 62.5, 0.001))],
+        verify: None,
+        alignment: Some(Alignment {
+            client: Segments {
+                new_whole: 100,
+                new_whole_ratio: 1.0,
+                rtx_whole: 2,
+                rtx_whole_ratio: 1.0,
+                retransmitted_octets: 2856,
+                dsack_octets: 1428,
+                ..Segments::default()
+            },
+            server: None,
+        }),
+        thresholds: None,
+        intervals: Vec::new(),
+        per_qp: Vec::new(),
+        schema: REPORT_SCHEMA,
+    };
+    let t = to_text(&r);
+    assert!(
+        t.contains(
+            " FPDU-aligned segments: client new 1.0000 rtx 1.0000 (2856 retransmitted \
+             octets, 1428 reported received twice)\n"
+        ),
+        "{t}"
+    );
+    r.alignment.as_mut().unwrap().client.dsack_octets = 0;
+    let t = to_text(&r);
+    assert!(t.contains("(2856 retransmitted octets)\n"), "{t}");
 }
 
 #[test]

@@ -528,6 +528,7 @@ fn segments(a: &AlignmentStats) -> Segments {
         timeouts: a.timeouts,
         fast_retransmits: a.fast_retransmits,
         spurious_timeouts: a.spurious_timeouts,
+        dsack_octets: a.dsack_octets,
         tail_loss_probes: a.tail_loss_probes,
         lost_retransmissions: a.lost_retransmissions,
         tso_frames: a.tso_frames,

@@ -221,6 +221,8 @@ pub struct AlignmentStats {
     pub fast_retransmits: u64,
     /// Tail loss probes (RFC 8985).
     pub tail_loss_probes: u64,
+    /// Octets the peer reported receiving twice (D-SACK, RFC 2883).
+    pub dsack_octets: u64,
     /// Retransmissions found lost in SACK recovery and sent again before the RTO.
     pub lost_retransmissions: u64,
     /// Frames of several segments the port's device cut (transmit segmentation offload).
@@ -239,6 +241,7 @@ impl AlignmentStats {
         self.retransmitted_octets += o.retransmitted_octets;
         self.timeouts += o.timeouts;
         self.spurious_timeouts += o.spurious_timeouts;
+        self.dsack_octets += o.dsack_octets;
         self.fast_retransmits += o.fast_retransmits;
         self.tail_loss_probes += o.tail_loss_probes;
         self.lost_retransmissions += o.lost_retransmissions;
@@ -254,6 +257,7 @@ impl AlignmentStats {
         self.retransmitted_octets += s.retransmitted_octets;
         self.timeouts += s.timeouts;
         self.spurious_timeouts += s.spurious_timeouts;
+        self.dsack_octets += s.dsack_octets;
         self.fast_retransmits += s.fast_retransmits;
         self.tail_loss_probes += s.tail_loss_probes;
         self.lost_retransmissions += s.lost_retransmissions;

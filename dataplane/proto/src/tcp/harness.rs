@@ -57,6 +57,8 @@ pub(crate) struct Seg {
     pub len: usize,
     pub wnd: u16,
     pub sack: bool,
+    /// The SACK blocks, as sent.
+    pub blocks: [Option<(u32, u32)>; 3],
     pub ts: bool,
     pub tsval: Option<u32>,
     pub mss: Option<u16>,
@@ -246,6 +248,7 @@ impl Pair {
             len: repr.payload.len(),
             wnd: repr.window_len,
             sack: repr.sack_ranges[0].is_some(),
+            blocks: repr.sack_ranges,
             ts: repr.timestamp.is_some(),
             tsval: repr.timestamp.map(|t| t.tsval),
             mss: repr.max_seg_size,

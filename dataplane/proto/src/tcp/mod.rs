@@ -41,6 +41,9 @@
 //!   (RFC 1337: RSTs do not end it; RFC 6191: a newer SYN may reopen it).
 //! * RFC 9293 3.7.1 / RFC 7323 / RFC 2018: MSS, window scaling, timestamps with PAWS,
 //!   SACK-permitted; SACK blocks generated on receive.
+//! * RFC 2883: a D-SACK block first in the ACK after octets arrive a second time (below
+//!   the cumulative ACK, or inside the SACK block that holds them), so the peer can tell
+//!   a needless retransmission; the sender counts the octets D-SACKs report.
 //! * RFC 6298: RTO in microseconds with Karn's rule (one timed segment at a time; any
 //!   retransmission cancels the measurement), exponential backoff, configurable floor and
 //!   ceiling, and an optional floor of the variance term ([`Config::rto_min_var`]).
@@ -98,8 +101,9 @@
 //!
 //! # Not done yet
 //!
-//! * The RFC 6675 rescue retransmission, D-SACK use (RFC 2883; D-SACK blocks are ignored)
-//!   and keeping the scoreboard across an RTO (RFC 6675 5.1).
+//! * The RFC 6675 rescue retransmission, responses to D-SACK (RFC 3708's detection of
+//!   spurious retransmissions, undoing them; received D-SACK blocks are only counted in
+//!   [`Stats::dsack_octets`]) and keeping the scoreboard across an RTO (RFC 6675 5.1).
 //! * Scoreboard and pipe are recomputed by walking the records in flight: O(records in
 //!   flight) per ACK and per planned segment during recovery. Fine for hundreds of records;
 //!   an indexed scoreboard is the optimisation if profiles show it.
@@ -374,6 +378,12 @@ pub struct Stats {
     pub out_of_order_segments: u64,
     /// Segments whose data was all received before.
     pub duplicate_segments: u64,
+    /// D-SACK blocks sent (RFC 2883): octets received twice, reported to the peer.
+    pub dsacks_sent: u64,
+    /// Octets the peer reported receiving twice in D-SACK blocks (RFC 2883): needless
+    /// retransmissions (a late peer, a spurious timeout or probe) or duplication on the
+    /// path.
+    pub dsack_octets: u64,
 }
 
 /// The RST to answer a segment that belongs to no connection (RFC 9293 section 3.10.7.1,

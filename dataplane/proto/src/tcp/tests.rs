@@ -1749,6 +1749,108 @@ fn repeated_stalls_probe_once() {
     assert!(after.iter().all(|&a| a == after[0]), "{after:?}");
 }
 
+/// A retransmission of octets the receiver has is reported back in a D-SACK block (RFC
+/// 2883): first in the ACK, below its cumulative ACK number; the sender counts the octets.
+/// A duplicate beyond a hole is reported inside the SACK block that holds it.
+#[test]
+fn duplicates_are_reported_in_dsack_blocks() {
+    let mut p = established_no_tlp(35);
+    // A spurious timeout: the originals and the retransmission all arrive.
+    p.delay = 3_000;
+    let d = records(&mut p, Side::A, &[1000; 4]);
+    let st = all_delivered(&mut p, &d);
+    assert!(
+        st.timeouts >= 1 && st.retransmitted_octets >= 1000,
+        "{st:?}"
+    );
+    assert!(p.b().stats().dsacks_sent >= 1, "{:?}", p.b().stats());
+    let dsack_acks: Vec<_> = p
+        .log
+        .iter()
+        .filter(|s| s.from == Side::B)
+        .filter_map(|s| s.blocks[0].map(|b| (b, s.ack)))
+        .collect();
+    assert!(!dsack_acks.is_empty());
+    for &((l, r), ack) in &dsack_acks {
+        let ack = ack.expect("an ACK");
+        let (l, r, ack) = (
+            TcpSeqNumber(l as i32),
+            TcpSeqNumber(r as i32),
+            TcpSeqNumber(ack as i32),
+        );
+        assert!(l < r && r <= ack, "D-SACK {l}..{r} not below ACK {ack}");
+    }
+    // The D-SACKs come back after the cumulative ACK that emptied the flight.
+    let rtx = st.retransmitted_octets;
+    assert!(
+        p.run_until(100_000, |p| p.a.as_ref().unwrap().stats().dsack_octets
+            >= rtx)
+    );
+    let a = p.a().stats().clone();
+    assert_eq!(a.dsack_octets, rtx, "{a:?}");
+    p.delay = 10;
+    // A real loss: its retransmission was needed, and no D-SACK comes back.
+    let mut n = 0;
+    p.filter = Some(Box::new(move |s| {
+        if s.from == Side::A && s.len > 0 {
+            n += 1;
+            return n != 1;
+        }
+        true
+    }));
+    let before = (
+        p.a().stats().dsack_octets,
+        p.a().stats().retransmitted_octets,
+    );
+    let mut want = d;
+    want.extend(records(&mut p, Side::A, &[500; 6]));
+    let st = all_delivered(&mut p, &want);
+    assert!(st.retransmitted_octets > before.1, "{st:?}");
+    assert_eq!(st.dsack_octets, before.0, "{st:?}");
+}
+
+/// Duplicates the link makes are reported too, beyond a hole inside the SACK block that
+/// holds them (RFC 2883 section 4.1.3), and every octet still arrives once.
+#[test]
+fn link_duplicates_are_reported_in_dsack_blocks() {
+    let mut p = established(36);
+    p.faults = Faults {
+        drop: 20,
+        dup: 100,
+        reorder: 0,
+        reorder_delay: 0,
+    };
+    let d = records(&mut p, Side::A, &[700; 300]);
+    let st = all_delivered(&mut p, &d);
+    let b = p.b().stats().clone();
+    assert!(b.duplicate_segments > 0 && b.dsacks_sent > 0, "{b:?}");
+    assert!(st.dsack_octets > 0, "{st:?}");
+    // Every D-SACK block is below its ACK or inside the block after it; some are the
+    // latter (duplicates beyond a hole).
+    let mut beyond = 0;
+    for s in p.log.iter().filter(|s| s.from == Side::B) {
+        let (Some((l, r)), Some(ack)) = (s.blocks[0], s.ack) else {
+            continue;
+        };
+        let (l, r, ack) = (
+            TcpSeqNumber(l as i32),
+            TcpSeqNumber(r as i32),
+            TcpSeqNumber(ack as i32),
+        );
+        assert!(l < r, "{s:?}");
+        let inside = s.blocks[1]
+            .is_some_and(|(l2, r2)| TcpSeqNumber(l2 as i32) <= l && r <= TcpSeqNumber(r2 as i32));
+        // A first block above the ACK is either a D-SACK inside the second or an
+        // ordinary SACK block (disjoint from the others).
+        beyond += usize::from(inside && r > ack);
+        if r <= ack || inside {
+            continue;
+        }
+        assert!(l > ack, "a block straddling the ACK: {s:?}");
+    }
+    assert!(beyond > 0);
+}
+
 /// A real loss is not taken for a spurious timeout: the ACK that advances SND.UNA is for
 /// the retransmission and echoes its TSval.
 #[test]

@@ -214,9 +214,27 @@ impl Connection {
     }
 
     /// Marks the records the peer's SACK blocks cover (RFC 2018, RFC 6675 "Update()").
-    /// Blocks at or below SND.UNA (D-SACK, RFC 2883) or beyond SND.MAX are ignored.
+    /// Blocks at or below SND.UNA or beyond SND.MAX are ignored. A first block that is a
+    /// D-SACK (RFC 2883 section 4: below the cumulative ACK, or inside the second block)
+    /// counts its octets as ones the peer received twice.
     pub(super) fn absorb_sack_blocks(&mut self, repr: &TcpRepr) -> u64 {
         let una_seq = seq_at(self.iss, self.snd_una);
+        if let Some((l, r)) = repr.sack_ranges[0] {
+            let (l, r) = (TcpSeqNumber(l as i32), TcpSeqNumber(r as i32));
+            let below_ack = repr
+                .ack_number
+                .is_some_and(|a| seq_diff(r, a) <= 0 && seq_diff(l, r) < 0);
+            let inside_second = repr.sack_ranges[1].is_some_and(|(l2, r2)| {
+                seq_diff(l, TcpSeqNumber(l2 as i32)) >= 0
+                    && seq_diff(TcpSeqNumber(r2 as i32), r) >= 0
+                    && seq_diff(l, r) < 0
+            });
+            if below_ack || inside_second {
+                // At most what was ever sent: a block of nonsense costs only its count.
+                let len = seq_diff(r, l).unsigned_abs().min(self.snd_max);
+                self.stats.dsack_octets += len;
+            }
+        }
         let mut newly = 0;
         for (l, r) in repr.sack_ranges.iter().flatten() {
             let dl = seq_diff(TcpSeqNumber(*l as i32), una_seq);

@@ -213,7 +213,11 @@ impl Connection {
         if !acceptable {
             if !is_rst {
                 self.owe_ack();
-                self.stats.duplicate_segments += u64::from(seg_off + seg_len <= nxt);
+                let old = seg_off + seg_len <= nxt;
+                self.stats.duplicate_segments += u64::from(old);
+                if old && !repr.payload.is_empty() {
+                    self.note_duplicate(seg_off, seg_off + repr.payload.len() as i64);
+                }
             }
             self.stats.segments_dropped += 1;
             return;
@@ -327,6 +331,10 @@ impl Connection {
                 let right = nxt + wnd;
                 let start = seg_off.max(nxt);
                 let end = (seg_off + repr.payload.len() as i64).min(right);
+                if seg_off < nxt {
+                    // The front of the segment was received before.
+                    self.note_duplicate(seg_off, nxt.min(seg_off + repr.payload.len() as i64));
+                }
                 if end < seg_off + repr.payload.len() as i64 {
                     fin_in_window = false;
                 }
@@ -354,9 +362,14 @@ impl Connection {
                     self.rcv_nxt = self.recv.nxt() + 1;
                     if ins.out_of_order {
                         self.stats.out_of_order_segments += 1;
+                        if ins.duplicate {
+                            // Beyond a hole, and held already.
+                            self.note_duplicate(start, end);
+                        }
                         self.owe_ack();
                     } else if ins.duplicate {
                         self.stats.duplicate_segments += 1;
+                        self.note_duplicate(start, end);
                         self.owe_ack();
                     } else if ins.filled_hole {
                         self.ack = AckState::Now;
@@ -425,6 +438,21 @@ impl Connection {
     }
 
     /// An immediate ACK for an out-of-order, duplicate or unacceptable segment.
+    /// Octets `[start, end)` (receive offsets) arrived again: the next ACK reports them
+    /// in a D-SACK block (RFC 2883), so the peer can tell a needless retransmission. With
+    /// SACK only (the block goes where SACK blocks go). Duplicates that touch the one
+    /// not yet reported join it (a burst of retransmissions, one block); otherwise the
+    /// latest wins.
+    fn note_duplicate(&mut self, start: i64, end: i64) {
+        if !self.sack_ok || start < 1 || start >= end {
+            return;
+        }
+        self.dsack = Some(match self.dsack {
+            Some((a, b)) if start <= b && a <= end => (a.min(start), b.max(end)),
+            _ => (start, end),
+        });
+    }
+
     pub(super) fn owe_ack(&mut self) {
         self.acks_owed = (self.acks_owed + 1).min(64);
         self.ack = AckState::Now;

@@ -147,6 +147,9 @@ pub struct Connection {
     /// Offset of a FIN received out of order (or not yet processed).
     rcv_fin: Option<u64>,
     last_ack_sent: u64,
+    /// A run of octets that arrived again after they had been received, in receive offsets
+    /// `[start, end)`: reported as a D-SACK block (RFC 2883) first in the next ACK.
+    dsack: Option<(i64, i64)>,
     ack: AckState,
     /// Immediate ACKs owed, one per out-of-order or duplicate segment (RFC 5681 4.2: a
     /// duplicate ACK per such segment, so the sender can count them even when a burst of
@@ -262,6 +265,7 @@ impl Connection {
             recv,
             rcv_fin: None,
             last_ack_sent: 0,
+            dsack: None,
             ack: AckState::Idle,
             acks_owed: 0,
             segs_unacked: 0,

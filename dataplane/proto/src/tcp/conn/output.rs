@@ -506,12 +506,35 @@ impl Connection {
         if self.ts_ok {
             repr.timestamp = Some(TcpTimestampRepr::new(self.tsval(), self.ts_recent));
         }
+        // A D-SACK is reported once, in the next ACK (RFC 2883 section 4 step 1), even
+        // one that carries data and so no SACK blocks.
+        let dsack = self.dsack.take();
         if out.kind == Kind::Ack && self.sack_ok {
-            let blocks = self.recv.sack_blocks(MAX_SACK_BLOCKS);
-            for (slot, (a, b)) in repr.sack_ranges.iter_mut().zip(blocks) {
-                let l = seq_at(self.irs, a + 1);
-                let r = seq_at(self.irs, b + 1);
-                *slot = Some((l.0 as u32, r.0 as u32));
+            // The D-SACK block first, then the SACK blocks (RFC 2883 section 4).
+            let first = dsack.map(|(a, b)| {
+                self.stats.dsacks_sent += 1;
+                (
+                    seq_at(self.irs, a as u64).0 as u32,
+                    seq_at(self.irs, b as u64).0 as u32,
+                )
+            });
+            // A duplicate beyond the cumulative ACK was noted as the most recent arrival,
+            // so the block that holds it comes second (RFC 2883 section 4.1.3).
+            let blocks = self
+                .recv
+                .sack_blocks(MAX_SACK_BLOCKS - usize::from(first.is_some()));
+            let blocks = blocks.into_iter().map(|(a, b)| {
+                (
+                    seq_at(self.irs, a + 1).0 as u32,
+                    seq_at(self.irs, b + 1).0 as u32,
+                )
+            });
+            for (slot, block) in repr
+                .sack_ranges
+                .iter_mut()
+                .zip(first.into_iter().chain(blocks))
+            {
+                *slot = Some(block);
             }
         }
         self.last_ack_sent = self.rcv_nxt;
