@@ -949,7 +949,8 @@ pub fn to_text(report: &Report) -> String {
             c.new_whole_ratio, c.rtx_whole_ratio, c.retransmitted_octets,
         );
         if c.dsack_octets > 0 {
-            // D-SACK: the server said it had these already (a late peer, not loss).
+            // D-SACK: the server said it had these already (needless retransmissions, or
+            // duplicates the link made).
             let _ = write!(out, ", {} reported received twice", c.dsack_octets);
         }
         out.push(')');

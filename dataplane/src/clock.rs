@@ -2,9 +2,10 @@
 //!
 //! [`now`] reads the CPU's invariant counter (the x86 TSC where CPUID reports it invariant,
 //! aarch64's CNTVCT) and scales it to nanoseconds with a factor calibrated once per process
-//! against the OS's monotonic clock (the `quanta` crate; the first reading pays for the
-//! calibration, a millisecond or so). Where the CPU has no such counter it reads the OS
-//! clock, as [`std::time::Instant`] does.
+//! against the OS's monotonic clock (the `quanta` crate; the first reading in a process pays
+//! for the calibration, from half a millisecond up to 200 ms). Where the CPU has no such
+//! counter (on x86, an invariant TSC and RDTSCP) it reads the OS clock, as
+//! [`std::time::Instant`] does.
 //!
 //! Why: the OS clock costs a system-call-free but still slow vDSO call (about 33 ns on the
 //! AMD EPYC VM this was measured on, against 12 ns for the counter), and a core reads the
@@ -71,15 +72,22 @@ mod tests {
 
     #[test]
     fn agrees_with_the_os_clock() {
-        // Over 50 ms the counter-based clock and std's may differ by calibration error
-        // and the readings' own jitter; 2 % leaves room for a busy machine.
-        let (q0, s0) = (now(), std::time::Instant::now());
-        std::thread::sleep(Duration::from_millis(50));
-        let (q1, s1) = (now(), std::time::Instant::now());
-        let (q, s) = ((q1 - q0).as_secs_f64(), (s1 - s0).as_secs_f64());
+        // Each reading of this clock is bracketed by two of std's, so a thread preempted
+        // between readings widens the bracket instead of failing the test; 1 % on top
+        // covers the calibration's error.
+        let bracket = || {
+            let a = std::time::Instant::now();
+            let q = now();
+            (a, q, std::time::Instant::now())
+        };
+        let (a0, q0, b0) = bracket();
+        std::thread::sleep(Duration::from_millis(100));
+        let (a1, q1, b1) = bracket();
+        let q = (q1 - q0).as_secs_f64();
+        let (lo, hi) = ((a1 - b0).as_secs_f64(), (b1 - a0).as_secs_f64());
         assert!(
-            (q / s - 1.0).abs() < 0.02,
-            "clock measured {q} s while std measured {s} s"
+            q >= lo * 0.99 && q <= hi * 1.01,
+            "clock measured {q} s while std measured {lo} to {hi} s"
         );
     }
 
@@ -92,12 +100,5 @@ mod tests {
         assert_eq!(m.advance_to(Duration::from_micros(11)), 11);
         // Beyond i64 microseconds saturates rather than wrapping negative.
         assert_eq!(m.advance_to(Duration::MAX), i64::MAX);
-        let mut last = 0;
-        let mut m = Monotonic::new();
-        for _ in 0..100_000 {
-            let t = m.micros();
-            assert!(t >= last);
-            last = t;
-        }
     }
 }

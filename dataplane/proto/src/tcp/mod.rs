@@ -41,9 +41,11 @@
 //!   (RFC 1337: RSTs do not end it; RFC 6191: a newer SYN may reopen it).
 //! * RFC 9293 3.7.1 / RFC 7323 / RFC 2018: MSS, window scaling, timestamps with PAWS,
 //!   SACK-permitted; SACK blocks generated on receive.
-//! * RFC 2883: a D-SACK block first in the ACK after octets arrive a second time (below
-//!   the cumulative ACK, or inside the SACK block that holds them), so the peer can tell
-//!   a needless retransmission; the sender counts the octets D-SACKs report.
+//! * RFC 2883: a D-SACK block first in the next pure ACK after octets arrive a second
+//!   time (below the cumulative ACK, or beyond it followed by the SACK block that holds
+//!   them; duplicates that touch join one block, otherwise the latest is reported), so
+//!   the peer can tell a needless retransmission; the sender counts the octets D-SACKs
+//!   report ([`Stats::dsack_octets`]).
 //! * RFC 6298: RTO in microseconds with Karn's rule (one timed segment at a time; any
 //!   retransmission cancels the measurement), exponential backoff, configurable floor and
 //!   ceiling, and an optional floor of the variance term ([`Config::rto_min_var`]).
@@ -70,8 +72,9 @@
 //!   segments out and nothing new to send, recovery starts once all but the first are
 //!   SACKed.
 //! * RFC 8985 section 7 tail loss probes on SACK connections ([`Config::tail_loss_probe`]):
-//!   PTO = 2 SRTT + [`Config::delayed_ack`], no later than the RTO would fire (then the
-//!   probe goes in its place); the probe is new data (cwnd aside) or the last segment;
+//!   PTO = 2 SRTT + [`Config::delayed_ack`], at least SRTT plus the floor learned from
+//!   spurious timeouts (below), no later than the RTO would fire (then the probe goes in
+//!   its place); the probe is new data (cwnd aside) or the last segment;
 //!   one per tail; the RTO restarts with it. RACK's time-based loss
 //!   detection is not done: recovery still starts from duplicate ACKs or IsLost.
 //! * Lost retransmissions (as RFC 8985 6.2 detects them, in transmission order rather
@@ -237,8 +240,9 @@ pub struct Config {
     /// Offer SACK (RFC 2018): SACK-permitted and SACK blocks in ACKs.
     pub sack: bool,
     /// Tail loss probes (RFC 8985 section 7) on SACK connections: when no ACK has come
-    /// for 2 SRTT plus [`Config::delayed_ack`] (or, if that is later, when the RTO would
-    /// fire, in its place), one segment goes out (new data beyond cwnd if the peer's window takes it, else the
+    /// for 2 SRTT plus [`Config::delayed_ack`] (at least SRTT plus the RTO's floor learned
+    /// from spurious timeouts; or, if that is later, when the RTO would fire, in its
+    /// place), one segment goes out (new data beyond cwnd if the peer's window takes it, else the
     /// last segment again) so that the loss of the last segments of a flight, which
     /// brings too few duplicate ACKs for fast retransmit, is repaired by SACK recovery
     /// instead of a timeout that drops cwnd to one segment.

@@ -267,6 +267,13 @@ impl RecvBuffer {
         n
     }
 
+    /// The out-of-order block `[start, end)` (stream offsets) that holds octet `off`.
+    pub fn block_holding(&self, off: u64) -> Option<(u64, u64)> {
+        let (&s, v) = self.ooo.range(..=off).next_back()?;
+        let e = s + v.len() as u64;
+        (off < e).then_some((s, e))
+    }
+
     /// Up to `max` SACK blocks `[start, end)` in stream offsets, the block holding the most
     /// recently received segment first (RFC 2018 section 4).
     pub fn sack_blocks(&self, max: usize) -> Vec<(u64, u64)> {

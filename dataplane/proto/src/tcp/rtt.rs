@@ -20,6 +20,10 @@ pub struct RttEstimator {
     learned_floor: u64,
 }
 
+/// Most a floor learned from spurious timeouts may add to SRTT: RFC 6298's recommended
+/// minimum RTO, 1 s.
+pub const LEARNED_FLOOR_MAX: u64 = 1_000_000;
+
 impl RttEstimator {
     /// A fresh estimator: RTO = `initial` (RFC 6298 2.1, 1 s recommended), bounded to
     /// `min..=max` (2.4 recommends a 1 s floor; data centres use far less).
@@ -89,10 +93,14 @@ impl RttEstimator {
     /// would have covered `rtt`, with a quarter to spare (at most the RTO ceiling). Unlike
     /// RTTVAR it does not decay with every sample (a peer that stalls every few hundred
     /// milliseconds would be forgotten in a few round trips); evidence of loss clears it
-    /// ([`RttEstimator::loss_detected`]).
+    /// ([`RttEstimator::loss_detected`]). At most `LEARNED_FLOOR_MAX` (1 s): a stall longer
+    /// than that is an outage, not lateness to wait out on every later loss.
     pub fn spurious_timeout(&mut self, rtt: u64) {
         let need = rtt.saturating_sub(self.srtt.unwrap_or(0));
-        let want = need.saturating_add(need / 4).min(self.max);
+        let want = need
+            .saturating_add(need / 4)
+            .min(LEARNED_FLOOR_MAX)
+            .min(self.max);
         self.learned_floor = self.learned_floor.max(want);
         self.recompute();
     }
@@ -212,9 +220,13 @@ mod tests {
         e.loss_detected();
         assert_eq!(e.learned_floor(), 0);
         assert_eq!(e.rto(), 700);
-        // Never above the ceiling.
+        // Never above the ceiling, nor above LEARNED_FLOOR_MAX.
         e.spurious_timeout(u64::MAX);
         assert_eq!(e.rto(), 100_000);
+        let mut f = RttEstimator::new(1_000, 50, 60_000_000);
+        f.sample(500);
+        f.spurious_timeout(u64::MAX);
+        assert_eq!(f.learned_floor(), LEARNED_FLOOR_MAX);
     }
 
     #[test]

@@ -1686,17 +1686,18 @@ fn spurious_timeout_is_detected_and_undone() {
     assert_eq!(p.rx_b, want);
 }
 
-/// Four 3 ms stalls of B (6 ms round trips), each followed by traffic at the normal
-/// 10 us delay, every octet checked; returns A's (timeouts, tail loss probes) after each
-/// stall and the octets B has.
-fn repeated_stalls(p: &mut Pair) -> (Vec<(u64, u64)>, Vec<u8>) {
+/// Four stalls of B (`stall` us each way), each followed by traffic at the normal
+/// `base` us delay, every octet checked; returns A's (timeouts, tail loss probes) after
+/// each stall and the octets B has.
+fn repeated_stalls(p: &mut Pair, base: u64, stall: u64) -> (Vec<(u64, u64)>, Vec<u8>) {
+    p.delay = base;
     let mut want = records(p, Side::A, &[1000; 20]);
     assert!(p.run_until(100_000, |p| p.a.as_ref().unwrap().in_flight() == 0));
     assert!(p.a().rto() < Duration::from_millis(2), "{:?}", p.a().rto());
     assert_eq!(p.a().rto_learned_floor(), Duration::ZERO);
     let mut after = Vec::new();
     for _ in 0..4 {
-        for delay in [3_000, 10] {
+        for delay in [stall, base] {
             p.delay = delay;
             want.extend(records(p, Side::A, &[1000; 20]));
             let n = want.len();
@@ -1717,7 +1718,7 @@ fn repeated_stalls(p: &mut Pair) -> (Vec<(u64, u64)>, Vec<u8>) {
 #[test]
 fn repeated_stalls_time_out_once_and_loss_forgets_them() {
     let mut p = established_no_tlp(33);
-    let (after, mut want) = repeated_stalls(&mut p);
+    let (after, mut want) = repeated_stalls(&mut p, 10, 3_000);
     assert!(after[0].0 >= 1, "{after:?}");
     assert_eq!(p.a().stats().spurious_timeouts, 1);
     assert!(after.iter().all(|&a| a == after[0]), "{after:?}");
@@ -1739,12 +1740,64 @@ fn repeated_stalls_time_out_once_and_loss_forgets_them() {
     assert_eq!(p.a().rto_learned_floor(), Duration::ZERO);
 }
 
+/// How long the original took is the peer's word (the TSecr it echoes): an ACK echoing
+/// an old TSval cannot teach the timer more than our own clock saw (from when the timer
+/// that fired was armed).
+#[test]
+fn an_old_echo_does_not_inflate_the_learned_floor() {
+    let mut p = established_no_tlp(38);
+    let _ = records(&mut p, Side::A, &[1000; 4]);
+    assert!(p.run_until(100_000, |p| p.a.as_ref().unwrap().in_flight() == 0));
+    let rto = p.a().rto();
+    // B goes quiet (its ACKs take 100 ms); A's timer fires, and backs off twice.
+    p.delay = 100_000;
+    let first_timer = Duration::from_micros(p.now);
+    let _ = records(&mut p, Side::A, &[1000; 4]);
+    assert!(p.run_until(50_000, |p| p.a.as_ref().unwrap().stats().timeouts > 2));
+    // The oldest echo that still counts as older than the retransmission: 2^31 ticks.
+    let latest = p
+        .log
+        .iter()
+        .rev()
+        .find_map(|s| if s.from == Side::A { s.tsval } else { None })
+        .expect("A sent a TSval");
+    let mut ack = from_b_now(&mut p);
+    ack.ack_number = Some(p.a().snd_nxt());
+    ack.timestamp = ack
+        .timestamp
+        .map(|t| TcpTimestampRepr::new(t.tsval, latest.wrapping_sub(1 << 31).wrapping_add(1)));
+    p.inject(Side::A, &ack);
+    let st = p.a().stats().clone();
+    assert_eq!(st.spurious_timeouts, 1, "{st:?}");
+    let floor = p.a().rto_learned_floor();
+    assert!(floor > Duration::ZERO);
+    // What our clock saw since the first timer was armed (the backed-off timers, under
+    // 20 RTOs here), a quarter over; the echo alone would say 2^31 ticks.
+    let since = Duration::from_micros(p.now) - first_timer;
+    assert!(
+        floor <= since + since / 4,
+        "floor {floor:?}, {since:?} since the timer"
+    );
+    assert!(floor <= rto * 25, "floor {floor:?}, RTO {rto:?}");
+}
+
 /// With tail loss probes, the probe timeout keeps to the learned floor too: later stalls
 /// send neither probes nor timeouts.
 #[test]
 fn repeated_stalls_probe_once() {
     let mut p = established(34);
-    let (after, _) = repeated_stalls(&mut p);
+    let (after, _) = repeated_stalls(&mut p, 10, 3_000);
+    assert!(after[0].0 + after[0].1 >= 1, "{after:?}");
+    assert!(after.iter().all(|&a| a == after[0]), "{after:?}");
+}
+
+/// The same where SRTT is a good part of the stall (400 us round trips, 1.4 ms when B
+/// stalls): the probe waits SRTT plus the learned floor, as the RTO does, not the floor
+/// alone.
+#[test]
+fn repeated_stalls_probe_once_on_a_slow_path() {
+    let mut p = established(37);
+    let (after, _) = repeated_stalls(&mut p, 200, 700);
     assert!(after[0].0 + after[0].1 >= 1, "{after:?}");
     assert!(after.iter().all(|&a| a == after[0]), "{after:?}");
 }
@@ -1825,29 +1878,31 @@ fn link_duplicates_are_reported_in_dsack_blocks() {
     let b = p.b().stats().clone();
     assert!(b.duplicate_segments > 0 && b.dsacks_sent > 0, "{b:?}");
     assert!(st.dsack_octets > 0, "{st:?}");
-    // Every D-SACK block is below its ACK or inside the block after it; some are the
-    // latter (duplicates beyond a hole).
-    let mut beyond = 0;
+    // Every D-SACK B sent is a first block below its ACK or inside the block after it
+    // (an ordinary first block is neither), some of them the latter (duplicates beyond a
+    // hole); no block straddles the ACK.
+    let (mut shaped, mut beyond) = (0, 0);
     for s in p.log.iter().filter(|s| s.from == Side::B) {
-        let (Some((l, r)), Some(ack)) = (s.blocks[0], s.ack) else {
+        let Some(ack) = s.ack.map(|a| TcpSeqNumber(a as i32)) else {
             continue;
         };
-        let (l, r, ack) = (
-            TcpSeqNumber(l as i32),
-            TcpSeqNumber(r as i32),
-            TcpSeqNumber(ack as i32),
-        );
-        assert!(l < r, "{s:?}");
-        let inside = s.blocks[1]
-            .is_some_and(|(l2, r2)| TcpSeqNumber(l2 as i32) <= l && r <= TcpSeqNumber(r2 as i32));
-        // A first block above the ACK is either a D-SACK inside the second or an
-        // ordinary SACK block (disjoint from the others).
-        beyond += usize::from(inside && r > ack);
-        if r <= ack || inside {
-            continue;
+        let blocks: Vec<_> = s
+            .blocks
+            .iter()
+            .flatten()
+            .map(|&(l, r)| (TcpSeqNumber(l as i32), TcpSeqNumber(r as i32)))
+            .collect();
+        for &(l, r) in &blocks {
+            assert!(l < r && (r <= ack || l > ack), "{s:?}");
         }
-        assert!(l > ack, "a block straddling the ACK: {s:?}");
+        let Some(&(l, r)) = blocks.first() else {
+            continue;
+        };
+        let inside = blocks.get(1).is_some_and(|&(l2, r2)| l2 <= l && r <= r2);
+        shaped += usize::from(r <= ack || inside);
+        beyond += usize::from(inside && l > ack);
     }
+    assert_eq!(shaped as u64, b.dsacks_sent);
     assert!(beyond > 0);
 }
 

@@ -35,9 +35,14 @@ impl Connection {
                     Some(e) if ts_lt(e, u.rtx_tsval) => {
                         // How long the original took: the timer should have waited
                         // that long (RFC 4015's response, RttEstimator::spurious_timeout).
+                        // The echo is the peer's word; our own clock bounds it (from when
+                        // the timer that fired was armed), so an old TSecr cannot make
+                        // it longer.
                         let tick = dur_us(self.cfg.ts_tick).max(1);
                         let ticks = u64::from(self.tsval().wrapping_sub(e));
-                        self.rtt.spurious_timeout(ticks.saturating_mul(tick));
+                        let own = self.now.saturating_sub(u.armed_at);
+                        self.rtt
+                            .spurious_timeout(ticks.saturating_mul(tick).min(own));
                         Some(u)
                     }
                     Some(_) => {
@@ -231,8 +236,9 @@ impl Connection {
             });
             if below_ack || inside_second {
                 // At most what was ever sent: a block of nonsense costs only its count.
+                // (An ACK the link duplicates is counted twice.)
                 let len = seq_diff(r, l).unsigned_abs().min(self.snd_max);
-                self.stats.dsack_octets += len;
+                self.stats.dsack_octets = self.stats.dsack_octets.saturating_add(len);
             }
         }
         let mut newly = 0;

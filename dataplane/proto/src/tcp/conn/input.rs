@@ -369,7 +369,6 @@ impl Connection {
                         self.owe_ack();
                     } else if ins.duplicate {
                         self.stats.duplicate_segments += 1;
-                        self.note_duplicate(start, end);
                         self.owe_ack();
                     } else if ins.filled_hole {
                         self.ack = AckState::Now;
@@ -437,12 +436,11 @@ impl Connection {
         self.time_wait_deadline = Some(self.after(dur_us(self.cfg.msl).saturating_mul(2)));
     }
 
-    /// An immediate ACK for an out-of-order, duplicate or unacceptable segment.
-    /// Octets `[start, end)` (receive offsets) arrived again: the next ACK reports them
-    /// in a D-SACK block (RFC 2883), so the peer can tell a needless retransmission. With
-    /// SACK only (the block goes where SACK blocks go). Duplicates that touch the one
-    /// not yet reported join it (a burst of retransmissions, one block); otherwise the
-    /// latest wins.
+    /// Octets `[start, end)` (receive offsets) arrived again: the next pure ACK reports
+    /// them in a D-SACK block (RFC 2883), so the peer can tell a needless retransmission.
+    /// With SACK only (the block goes where SACK blocks go). Duplicates that touch the
+    /// one not yet reported join it (a burst of retransmissions, one block); otherwise
+    /// the latest wins.
     fn note_duplicate(&mut self, start: i64, end: i64) {
         if !self.sack_ok || start < 1 || start >= end {
             return;
@@ -453,6 +451,7 @@ impl Connection {
         });
     }
 
+    /// An immediate ACK for an out-of-order, duplicate or unacceptable segment.
     pub(super) fn owe_ack(&mut self) {
         self.acks_owed = (self.acks_owed + 1).min(64);
         self.ack = AckState::Now;

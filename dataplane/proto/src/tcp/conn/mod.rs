@@ -97,6 +97,9 @@ struct Out {
 struct RtoUndo {
     /// TSval of the first retransmission.
     rtx_tsval: u32,
+    /// When the timer that fired was armed (microseconds): how late the peer was is
+    /// bounded by our own clock, not only by the TSecr it echoes.
+    armed_at: u64,
     /// cwnd and ssthresh before the timeout.
     cwnd: u64,
     ssthresh: u64,
@@ -567,10 +570,16 @@ impl Connection {
         };
         // Not before the RTO's learned floor either: a peer known to stall that long
         // (spurious timeouts) is not probed for each stall.
+        // With a learned floor, no earlier than the RTO's SRTT + floor either.
+        let learned = self.rtt.learned_floor();
         let pto = srtt
             .saturating_mul(2)
             .saturating_add(dur_us(self.cfg.delayed_ack))
-            .max(self.rtt.learned_floor())
+            .max(if learned > 0 {
+                srtt.saturating_add(learned)
+            } else {
+                0
+            })
             .max(1);
         self.tlp_deadline = Some(self.after(pto).min(rto_at));
     }

@@ -506,11 +506,18 @@ impl Connection {
         if self.ts_ok {
             repr.timestamp = Some(TcpTimestampRepr::new(self.tsval(), self.ts_recent));
         }
-        // A D-SACK is reported once, in the next ACK (RFC 2883 section 4 step 1), even
-        // one that carries data and so no SACK blocks.
-        let dsack = self.dsack.take();
         if out.kind == Kind::Ack && self.sack_ok {
-            // The D-SACK block first, then the SACK blocks (RFC 2883 section 4).
+            // A D-SACK goes in the next pure ACK (data segments carry no SACK blocks), first
+            // (RFC 2883 section 4). One beyond RCV.NXT is followed by the block that holds
+            // it (section 4.1.3), and is dropped if no block holds it any more (the
+            // octets were given up: a block of them would claim what we do not have).
+            let rcv_nxt = self.rcv_nxt as i64;
+            let dsack = self.dsack.take();
+            let holding = match dsack {
+                Some((a, _)) if a >= rcv_nxt => self.recv.block_holding(a as u64 - 1),
+                _ => None,
+            };
+            let dsack = dsack.filter(|&(a, _)| a < rcv_nxt || holding.is_some());
             let first = dsack.map(|(a, b)| {
                 self.stats.dsacks_sent += 1;
                 (
@@ -518,11 +525,11 @@ impl Connection {
                     seq_at(self.irs, b as u64).0 as u32,
                 )
             });
-            // A duplicate beyond the cumulative ACK was noted as the most recent arrival,
-            // so the block that holds it comes second (RFC 2883 section 4.1.3).
-            let blocks = self
-                .recv
-                .sack_blocks(MAX_SACK_BLOCKS - usize::from(first.is_some()));
+            let mut blocks = self.recv.sack_blocks(MAX_SACK_BLOCKS);
+            if let Some(h) = holding.filter(|_| first.is_some()) {
+                blocks.retain(|&b| b != h);
+                blocks.insert(0, h);
+            }
             let blocks = blocks.into_iter().map(|(a, b)| {
                 (
                     seq_at(self.irs, a + 1).0 as u32,

@@ -74,12 +74,14 @@ impl Connection {
             self.enter_closed(Some(Event::TimedOut));
             return;
         }
+        let armed_at = self.now.saturating_sub(self.rtt.rto());
         self.rtt.back_off();
         self.rtt_timed = None;
         if self.synchronized() && self.ts_ok && self.rto_undo.is_none() {
             // The retransmission goes out in this same call, so with this TSval.
             self.rto_undo = Some(RtoUndo {
                 rtx_tsval: self.tsval(),
+                armed_at,
                 cwnd: self.win.cwnd,
                 ssthresh: self.win.ssthresh,
             });
