@@ -75,7 +75,10 @@
 //!   PTO = 2 SRTT + [`Config::delayed_ack`], at least SRTT plus the floor learned from
 //!   spurious timeouts (below), no later than the RTO would fire (then the probe goes in
 //!   its place); the probe is new data (cwnd aside) or the last segment;
-//!   one per tail; the RTO restarts with it. RACK's time-based loss
+//!   one per tail; the RTO restarts with it. TLP loss detection (7.4): a probe of the
+//!   last segment that no D-SACK reports, once an ACK goes beyond it, repaired a loss,
+//!   and cwnd and ssthresh are halved as in a fast recovery
+//!   ([`Stats::tail_loss_probe_repairs`]). RACK's time-based loss
 //!   detection is not done: recovery still starts from duplicate ACKs or IsLost.
 //! * Lost retransmissions (as RFC 8985 6.2 detects them, in transmission order rather
 //!   than time): in SACK recovery a retransmitted record is taken as lost again once a
@@ -368,6 +371,9 @@ pub struct Stats {
     pub lost_retransmissions: u64,
     /// Tail loss probes sent (RFC 8985 section 7).
     pub tail_loss_probes: u64,
+    /// Probes that repaired a loss (RFC 8985 7.4: octets sent again, acknowledged with no
+    /// D-SACK), each answered with the congestion response of a fast recovery.
+    pub tail_loss_probe_repairs: u64,
     /// Duplicate ACKs received.
     pub dupacks_received: u64,
     /// Zero-window probes sent.

@@ -1347,6 +1347,47 @@ fn tail_loss_probe_repairs_a_lost_last_segment() {
     }
 }
 
+/// A probe sent because the peer's ACKs were late (nothing lost) comes back D-SACKed: no
+/// loss was repaired, so cwnd stays (RFC 8985 7.4). With the last segment lost instead,
+/// the same probe repairs it and cwnd is halved, as in a fast recovery.
+#[test]
+fn tail_loss_probe_repair_is_told_from_a_late_ack_by_dsack() {
+    for lost in [false, true] {
+        let mut p = established(39);
+        let warm = records(&mut p, Side::A, &[1448; 20]);
+        assert!(p.run_until(100_000, |p| p.rx_b.len() == warm.len()
+            && p.a.as_ref().unwrap().in_flight() == 0));
+        let mut want = warm;
+        if lost {
+            drop_data_segments(&mut p, &[4]);
+        } else {
+            // B's ACKs take 300 us each way: the PTO fires, the RTO (1 ms) does not.
+            p.delay = 300;
+        }
+        want.extend(records(&mut p, Side::A, &[1448; 4]));
+        let st = all_delivered(&mut p, &want);
+        assert_eq!(st.tail_loss_probes, 1, "{st:?}");
+        assert_eq!(st.timeouts, 0, "{st:?}");
+        // The episode ends with the D-SACK, or with an ACK beyond the probe: more data,
+        // once what is on the link has arrived (a faster link now would let the new
+        // ACK overtake the late D-SACK).
+        let _ = p.run_until(5_000, |_| false);
+        p.delay = 10;
+        let cwnd = p.a().cwnd();
+        want.extend(records(&mut p, Side::A, &[100]));
+        let st = all_delivered(&mut p, &want);
+        if lost {
+            assert_eq!(st.tail_loss_probe_repairs, 1, "{st:?}");
+            assert_eq!(st.dsack_octets, 0, "{st:?}");
+            assert!(p.a().cwnd() < cwnd, "cwnd {} of {cwnd}", p.a().cwnd());
+        } else {
+            assert_eq!(st.tail_loss_probe_repairs, 0, "{st:?}");
+            assert!(st.dsack_octets >= 1448, "{st:?}");
+            assert!(p.a().cwnd() >= cwnd, "cwnd {} of {cwnd}", p.a().cwnd());
+        }
+    }
+}
+
 /// The ACKs of a cwnd-limited flight are lost, with new data waiting: the probe is that
 /// new data (RFC 8985 7.3: cwnd aside), and its ACK acknowledges everything. No
 /// timeout, nothing sent twice.

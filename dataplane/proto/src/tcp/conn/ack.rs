@@ -172,9 +172,25 @@ impl Connection {
                 self.persist_backoff = 0;
             }
         }
-        if self.tlp_high.is_some_and(|h| ack_off >= h) {
-            // The probe's tail is acknowledged: the next tail may be probed.
-            self.tlp_high = None;
+        if let Some(h) = self.tlp_high {
+            // The TLP episode (RFC 8985 7.4). A probe of new data ends it once acknowledged.
+            // A probe that sent octets again ends it with a D-SACK saying they had arrived
+            // before (the ACKs were late: nothing lost), or with an ACK beyond it and no
+            // such D-SACK: it repaired a loss that nothing else saw, so the congestion
+            // response of a fast recovery follows, and the timer's learned floor goes. (An
+            // ACK that reaches just the probe's end may come ahead of the D-SACK.) Then
+            // the next tail may be probed.
+            if !self.tlp_rtx && ack_off >= h || self.tlp_rtx && self.tlp_dsack {
+                self.tlp_high = None;
+            } else if ack_off > h {
+                self.tlp_high = None;
+                if !self.in_recovery {
+                    let cwnd = self.win.cwnd;
+                    self.cc.on_loss(&mut self.win, cwnd, smss);
+                    self.rtt.loss_detected();
+                    self.stats.tail_loss_probe_repairs += 1;
+                }
+            }
         }
         if ack_off > una_before || newly_sacked > 0 {
             self.schedule_tlp();
@@ -239,6 +255,7 @@ impl Connection {
                 // (An ACK the link duplicates is counted twice.)
                 let len = seq_diff(r, l).unsigned_abs().min(self.snd_max);
                 self.stats.dsack_octets = self.stats.dsack_octets.saturating_add(len);
+                self.tlp_dsack |= self.tlp_high.is_some();
             }
         }
         let mut newly = 0;

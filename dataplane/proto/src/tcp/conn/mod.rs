@@ -179,8 +179,13 @@ pub struct Connection {
     tlp_deadline: Option<u64>,
     /// The PTO fired: the next planned segment is the probe.
     tlp_pending: bool,
-    /// SND.MAX after the probe went out, until an ACK reaches it (one probe per tail).
+    /// SND.MAX after the probe went out, until an ACK reaches it (one probe per tail): the
+    /// TLP episode (RFC 8985 7.4).
     tlp_high: Option<u64>,
+    /// The episode's probe sent octets again (not new data).
+    tlp_rtx: bool,
+    /// A D-SACK came during the episode: the probe's octets had arrived already.
+    tlp_dsack: bool,
     retries: u32,
     persist_deadline: Option<u64>,
     /// USER TIMEOUT (RFC 9293 3.8.3, RFC 5482): when data or our FIN has waited this
@@ -286,6 +291,8 @@ impl Connection {
             tlp_deadline: None,
             tlp_pending: false,
             tlp_high: None,
+            tlp_rtx: false,
+            tlp_dsack: false,
             retries: 0,
             persist_deadline: None,
             progress_deadline: None,

@@ -455,6 +455,8 @@ impl Connection {
                         self.snd_nxt = self.snd_nxt.max(end);
                         self.snd_max = self.snd_max.max(end);
                         self.tlp_high = Some(self.snd_max);
+                        self.tlp_rtx = !fresh;
+                        self.tlp_dsack = false;
                         // RFC 8985 7.3: the RTO restarts with the probe.
                         self.rtx_deadline = Some(self.after(self.rtt.rto()));
                     }
