@@ -75,17 +75,7 @@ fn tap() {
         return;
     }
     let ns = Netns::new("bench-tso");
-    ns.ip(&["link", "add", "iwbrT", "type", "bridge"]);
-    ns.ip(&[
-        "link", "add", "iwCT", "type", "veth", "peer", "name", "iwDT",
-    ]);
-    for d in ["iwbrT", "iwCT", "iwDT"] {
-        ns.quiet(d);
-    }
-    ns.ip(&["link", "set", "iwDT", "master", "iwbrT"]);
-    for d in ["iwbrT", "iwCT", "iwDT"] {
-        ns.ip(&["link", "set", d, "up"]);
-    }
+    ns.bridge_with_veths("iwbrT", &[("iwCT", "iwDT")]);
     let dir = TempDir::new("bench-tso");
     let tcp = "[tcp]\nrto_min = \"5ms\"\nrto_initial = \"200ms\"\n";
     let client = dir.0.join("client.toml");

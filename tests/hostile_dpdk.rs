@@ -107,17 +107,7 @@ mod dpdk {
             }
         }
         let ns = Netns::new("hostile");
-        ns.ip(&["link", "add", "hbr", "type", "bridge"]);
-        for (a, b) in [("hs0", "hs1"), ("hc0", "hc1"), ("ha0", "ha1")] {
-            ns.ip(&["link", "add", a, "type", "veth", "peer", "name", b]);
-            ns.quiet(a);
-            ns.quiet(b);
-            ns.ip(&["link", "set", b, "master", "hbr"]);
-        }
-        ns.quiet("hbr");
-        for d in ["hbr", "hs0", "hs1", "hc0", "hc1", "ha0", "ha1"] {
-            ns.ip(&["link", "set", d, "up"]);
-        }
+        ns.bridge_with_veths("hbr", &[("hs0", "hs1"), ("hc0", "hc1"), ("ha0", "ha1")]);
         ns.ip(&["addr", "add", &format!("{ATTACKER}/24"), "dev", "ha0"]);
         // The attacker's kernel would leave its TCP checksums to a veth "device" that never
         // computes them (CHECKSUM_PARTIAL), and af_packet hands the server frames with

@@ -343,15 +343,7 @@ mod dpdk {
             format!("iwD{n}"),
             format!("iwtap{n}"),
         );
-        ns.ip(&["link", "add", &br, "type", "bridge"]);
-        ns.ip(&["link", "add", &c, "type", "veth", "peer", "name", &d]);
-        for dev in [&br, &c, &d] {
-            ns.quiet(dev);
-        }
-        ns.ip(&["link", "set", &d, "master", &br]);
-        for dev in [&br, &c, &d] {
-            ns.ip(&["link", "set", dev, "up"]);
-        }
+        ns.bridge_with_veths(&br, &[(&c, &d)]);
         let dir = TempDir::new(name);
         let net = 89 + u32::from(n) * 10;
         let server = |m: &Mode| {
@@ -719,15 +711,7 @@ mod dpdk {
         }
         let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
         let ns = Netns::new("tap2");
-        ns.ip(&["link", "add", "iwbr2", "type", "bridge"]);
-        ns.ip(&["link", "add", "iwK", "type", "veth", "peer", "name", "iwL"]);
-        for d in ["iwbr2", "iwK", "iwL"] {
-            ns.quiet(d);
-        }
-        ns.ip(&["link", "set", "iwL", "master", "iwbr2"]);
-        for d in ["iwbr2", "iwK", "iwL"] {
-            ns.ip(&["link", "set", d, "up"]);
-        }
+        ns.bridge_with_veths("iwbr2", &[("iwK", "iwL")]);
         let dir = TempDir::new("tap2");
         let server = format!(
             "[[ports]]\nname = \"p0\"\ndriver = \"tap\"\niface = \"iwtap2\"\n\

@@ -70,6 +70,24 @@ impl Netns {
         run("ip", &a);
     }
 
+    /// A bridge `br` with one end of each veth pair `(a, b)` on it (`b`), all quiet and up:
+    /// the DPDK processes take the `a` ends.
+    pub fn bridge_with_veths(&self, br: &str, pairs: &[(&str, &str)]) {
+        self.ip(&["link", "add", br, "type", "bridge"]);
+        self.quiet(br);
+        for &(a, b) in pairs {
+            self.ip(&["link", "add", a, "type", "veth", "peer", "name", b]);
+            self.quiet(a);
+            self.quiet(b);
+            self.ip(&["link", "set", b, "master", br]);
+        }
+        self.ip(&["link", "set", br, "up"]);
+        for &(a, b) in pairs {
+            self.ip(&["link", "set", a, "up"]);
+            self.ip(&["link", "set", b, "up"]);
+        }
+    }
+
     /// Turns IPv6 off for `dev`, so the kernel sends no router solicitations or DAD probes
     /// into the link the DPDK processes own.
     pub fn quiet(&self, dev: &str) {
