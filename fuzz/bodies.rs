@@ -50,15 +50,24 @@ pub fn deframer(data: &[u8]) {
     // delivered or the verdict: each chunk as a segment, hinted and not.
     let mut hinted = Deframer::at_offset(mode, origin);
     let mut plain = Deframer::at_offset(mode, origin);
+    let mut runs = Deframer::at_offset(mode, origin);
     let mut hints = CrcHints::new();
     for c in rest.chunks(chunk.max(7) * 8) {
         let sum = hints.take(mode, hinted.stream_offset(), c);
         assert_eq!(sum, wire::tcp::checksum::data(c));
-        let (mut a, mut b) = (Vec::new(), Vec::new());
-        let ra = hinted.push_hinted(c, &hints, |f| a.push((f.stream_offset, f.ulpdu.len())));
-        let rb = plain.push(c, |f| b.push((f.stream_offset, f.ulpdu.len())));
+        let (mut a, mut b, mut r) = (Vec::new(), Vec::new(), Vec::new());
+        let ra = hinted.push_hinted(c, &hints, |f| a.push((f.stream_offset, f.ulpdu.to_vec())));
+        let rb = plain.push(c, |f| b.push((f.stream_offset, f.ulpdu.to_vec())));
+        // Delivered where they arrived, the ULPDUs are the same octets.
+        let rr = runs.push_runs_hinted(c, &hints, |f| {
+            let runs: Vec<&[u8]> = f.ulpdu.runs().collect();
+            assert_eq!(runs.iter().map(|x| x.len()).sum::<usize>(), f.ulpdu.len());
+            r.push((f.stream_offset, runs.concat()))
+        });
         assert_eq!(ra, rb);
+        assert_eq!(ra, rr);
         assert_eq!(a, b);
+        assert_eq!(a, r);
         if ra.is_err() {
             break;
         }

@@ -342,6 +342,54 @@ impl RegionMemory {
         Ok(())
     }
 
+    /// Copies the octets of `runs`, one run after the other, to region offset `offset`
+    /// (a ULPDU placed from between the markers it arrived with): `len` octets in all,
+    /// the range checked once, before anything is written. With `last_visible_last`, the
+    /// final octet is stored last, with Release, as
+    /// [`RegionMemory::write_last_visible_last`] does. Runs that add up to more or less
+    /// than `len` are a caller's error: nothing is written outside the range, and the
+    /// result is [`AccessError::OutOfBounds`].
+    pub fn write_gather<'d, I>(
+        &self,
+        offset: usize,
+        len: usize,
+        runs: I,
+        last_visible_last: bool,
+    ) -> Result<(), AccessError>
+    where
+        I: IntoIterator<Item = &'d [u8]>,
+    {
+        let _pass = self.enter(offset, len)?;
+        let end = offset + len;
+        let mut at = offset;
+        for run in runs {
+            if run.is_empty() {
+                continue;
+            }
+            if run.len() > end - at {
+                return Err(AccessError::OutOfBounds);
+            }
+            let last = last_visible_last && at + run.len() == end;
+            let body = if last { &run[..run.len() - 1] } else { run };
+            // SAFETY: `at .. at + run.len()` is inside the range `enter` checked, so inside
+            // the region, valid while the pass is held; `run` is other memory (a `&[u8]`
+            // cannot point into a region, which hands out no references).
+            unsafe { std::ptr::copy_nonoverlapping(body.as_ptr(), self.at(at), body.len()) };
+            at += run.len();
+            if last {
+                // SAFETY: as in `write_last_visible_last`: octet `at - 1` is inside the
+                // region, valid while the pass is held, and the only access that may meet
+                // this store is a poller's atomic load of the same octet.
+                let cell = unsafe { AtomicU8::from_ptr(self.at(at - 1)) };
+                cell.store(run[run.len() - 1], Ordering::Release);
+            }
+        }
+        if at != end {
+            return Err(AccessError::OutOfBounds);
+        }
+        Ok(())
+    }
+
     /// Copies `out.len()` octets from region offset `offset` into `out`.
     pub fn read(&self, offset: usize, out: &mut [u8]) -> Result<(), AccessError> {
         let _pass = self.enter(offset, out.len())?;
@@ -490,6 +538,36 @@ mod tests {
         m.write_last_visible_last(5, &[]).unwrap();
     }
 
+    /// Runs that do not add up to the length given cannot make a gathered write leave
+    /// the range checked, and are refused.
+    #[test]
+    fn gather_stays_in_the_checked_range() {
+        let m = RegionMemory::allocate(16).unwrap();
+        let run = &[7u8; 4][..];
+        assert_eq!(
+            m.write_gather(0, 4, [run, run, run], true),
+            Err(AccessError::OutOfBounds)
+        );
+        assert_eq!(
+            m.write_gather(8, 8, [run], false),
+            Err(AccessError::OutOfBounds)
+        );
+        let mut all = [0u8; 16];
+        m.read(0, &mut all).unwrap();
+        assert_eq!(&all[..4], &[7; 4]);
+        assert_eq!(&all[4..8], &[0; 4]);
+        assert_eq!(&all[8..12], &[7; 4]);
+        assert_eq!(&all[12..], &[0; 4]);
+        let m = RegionMemory::allocate(8).unwrap();
+        assert_eq!(
+            m.write_gather(5, 4, [&[1u8, 2][..], &[3, 4][..]], false),
+            Err(AccessError::OutOfBounds)
+        );
+        m.write_gather(4, 4, [&[1u8, 2][..], &[], &[3, 4][..]], true)
+            .unwrap();
+        assert_eq!(m.load_u8_acquire(7), Ok(4));
+    }
+
     #[test]
     fn boxed_and_borrowed_memory() {
         let m = RegionMemory::from_boxed(vec![7u8; 64].into_boxed_slice());
@@ -570,7 +648,7 @@ mod tests {
         #[test]
         fn copies_agree_with_a_model(
             len in 0usize..300,
-            ops in proptest::collection::vec((0usize..320, proptest::collection::vec(any::<u8>(), 0..80), 0u8..4), 0..20),
+            ops in proptest::collection::vec((0usize..320, proptest::collection::vec(any::<u8>(), 0..80), 0u8..6), 0..20),
         ) {
             let m = RegionMemory::allocate(len).unwrap();
             let mut model = vec![0u8; len];
@@ -579,6 +657,25 @@ mod tests {
                 match kind {
                     0 => prop_assert_eq!(m.write(off, &data).is_ok(), fits),
                     1 => prop_assert_eq!(m.write_last_visible_last(off, &data).is_ok(), fits),
+                    4 | 5 => {
+                        // In runs cut where the data's own octets say (some empty).
+                        let mut runs = Vec::new();
+                        let mut rest = &data[..];
+                        while !rest.is_empty() {
+                            let mut n = usize::from(rest[0] % 9).min(rest.len());
+                            if n == 0 {
+                                runs.push(&rest[..0]);
+                                n = 1;
+                            }
+                            runs.push(&rest[..n]);
+                            rest = &rest[n..];
+                        }
+                        let r = m.write_gather(off, data.len(), runs.iter().copied(), kind == 5);
+                        prop_assert_eq!(r.is_ok(), fits);
+                        if fits && kind == 5 && !data.is_empty() {
+                            prop_assert_eq!(m.load_u8_acquire(off + data.len() - 1), Ok(data[data.len() - 1]));
+                        }
+                    }
                     2 => {
                         let mut out = vec![9u8; 3];
                         let r = m.append_crc32c_sum(off, data.len(), &mut out, 0);

@@ -309,6 +309,9 @@ struct FpduConn {
     /// segment's TCP offset to the deframer's position.
     rx_stream_pos: u64,
     rx_offset: u64,
+    /// An untagged ULPDU that markers split is copied here whole before the QP takes
+    /// it (at most one MULPDU; tagged payloads are placed from between the markers).
+    scratch: Vec<u8>,
 }
 
 enum Phase {
@@ -899,6 +902,7 @@ impl Core {
             cq_send: Vec::new(),
             cq_recv: Vec::new(),
             cq_blocked: false,
+            scratch: Vec::new(),
         });
         f.rings.attach_doorbell(bells, t.to_u64());
         f.rings.set_state(QpRingState::Rts);
@@ -1505,12 +1509,19 @@ impl Core {
 
 /// Feeds in-order octets to the deframer and each ULPDU to the QP; a framing error (CRC,
 /// marker) becomes the LLP error of RFC 5044 section 8. Returns the FPDUs delivered.
+/// ULPDUs stay where they arrived: with markers on, the QP places tagged payloads from
+/// between them ([`Qp::on_ulpdu_runs`]).
 fn deframe_into(f: &mut FpduConn, data: &[u8], hints: &CrcHints) -> usize {
     let mut n = 0;
-    let FpduConn { deframer, qp, .. } = f;
-    if let Err(e) = deframer.push_hinted(data, hints, |fpdu| {
+    let FpduConn {
+        deframer,
+        qp,
+        scratch,
+        ..
+    } = f;
+    if let Err(e) = deframer.push_runs_hinted(data, hints, |fpdu| {
         n += 1;
-        qp.on_ulpdu_at(Some(fpdu.stream_offset), fpdu.ulpdu);
+        qp.on_ulpdu_runs(Some(fpdu.stream_offset), fpdu.ulpdu, scratch);
     }) {
         if !matches!(e, wire::mpa::deframe::DeframeError::Stopped(_)) {
             qp.on_llp_error(TermError::Llp(e.code()));

@@ -2,7 +2,7 @@
 //! and out-of-order recovery from arbitrary segments.
 
 use proptest::prelude::*;
-use wire::mpa::deframe::{DeframeError, Deframer};
+use wire::mpa::deframe::{DeframeError, Deframer, UlpduRuns};
 use wire::mpa::fpdu::{FpduLayout, FpduMode, Framer, MARKER_INTERVAL};
 use wire::mpa::MpaErrorCode;
 
@@ -82,6 +82,53 @@ proptest! {
         }
         prop_assert_eq!(d.pending_octets(), 0);
         prop_assert_eq!(d.stream_offset(), origin + stream.len() as u64);
+        prop_assert_eq!(got, truth);
+    }
+
+    /// Delivered where they arrived ([`Deframer::push_runs_hinted`]), the ULPDUs are the
+    /// same: their runs, joined, are each ULPDU (no marker octet in them), none is empty,
+    /// and every tail (`skip`) is the ULPDU's tail.
+    #[test]
+    fn runs_are_the_ulpdu(
+        mode in mode_strategy(),
+        origin in 0u64..4096,
+        lens in proptest::collection::vec(ulpdu_len_strategy(), 1..8),
+        cuts in proptest::collection::vec(1usize..1600, 1..8),
+        skips in proptest::collection::vec(0usize..70000, 1..6),
+        seed in any::<u8>(),
+    ) {
+        let (stream, truth) = build(mode, origin, &lens, seed);
+        let mut d = Deframer::at_offset(mode, origin);
+        let mut got: Vec<(u64, Vec<u8>)> = Vec::new();
+        let mut checked = Ok(());
+        let check = |u: &UlpduRuns<'_>, whole: &[u8]| -> Result<(), TestCaseError> {
+            let runs: Vec<&[u8]> = u.runs().collect();
+            prop_assert_eq!(runs.iter().map(|r| r.len()).sum::<usize>(), u.len());
+            prop_assert!(runs.iter().all(|r| !r.is_empty()));
+            prop_assert_eq!(runs.concat(), whole.to_vec());
+            prop_assert_eq!(u.first_run(), runs.first().copied().unwrap_or_default());
+            if !mode.markers {
+                prop_assert_eq!(runs.len(), usize::from(!whole.is_empty()));
+            }
+            prop_assert_eq!(u.contiguous().is_some(), runs.len() <= 1);
+            Ok(())
+        };
+        for c in chunks(&stream, &cuts) {
+            d.push_runs_hinted(c, &Default::default(), |f| {
+                let whole = f.ulpdu.to_vec();
+                checked = checked.clone().and_then(|_| check(&f.ulpdu, &whole));
+                for &n in &skips {
+                    let n = n % (whole.len() + 2);
+                    let tail = f.ulpdu.skip(n);
+                    checked = checked.clone().and_then(|_| {
+                        check(&tail, &whole[n.min(whole.len())..])
+                    });
+                }
+                got.push((f.stream_offset, whole));
+            })
+            .unwrap();
+        }
+        checked?;
         prop_assert_eq!(got, truth);
     }
 

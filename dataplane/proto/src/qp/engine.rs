@@ -47,7 +47,10 @@
 //!   with DDP Stream, TO wrap, Base or bounds violation. RFC 5041 has no code for missing
 //!   access rights; like siw we report Invalid STag. A zero-length Write places nothing
 //!   and is not checked (RFC 6581 RTR). The segment holding the message's last octet is
-//!   placed with [`MemoryRegion::write_last_visible_last`].
+//!   placed with its final octet stored last ([`MemoryRegion::write_runs`], as
+//!   [`MemoryRegion::write_last_visible_last`] does).
+//! * With markers on, tagged payloads are placed from between the markers they arrived
+//!   with, not from a copy with the markers taken out ([`Qp::on_ulpdu_runs`]).
 //! * Tagged RDMA Read Response: goes to the oldest outstanding Read (Read Responses come in
 //!   order); its STag must be that Read's sink and the range inside the requested one
 //!   (DDP Tagged Buffer Invalid STag / Base or bounds violation). L = 1 completes the
@@ -82,9 +85,10 @@ use std::sync::Arc;
 
 use super::mr::{Access, MemoryRegion, MrError, MrTable};
 use wire::ddp::{
-    DdpError, TaggedBufferError, TaggedHeader, UntaggedBufferError, UntaggedHeader, QN_SEND,
-    TAGGED_HEADER_LEN, UNTAGGED_HEADER_LEN,
+    DdpError, TaggedBufferError, TaggedHeader, UntaggedBufferError, UntaggedHeader, CTRL_T,
+    QN_SEND, TAGGED_HEADER_LEN, UNTAGGED_HEADER_LEN,
 };
+use wire::mpa::deframe::UlpduRuns;
 use wire::mpa::fpdu::{FpduWriter, FrameError, Framer};
 use wire::rdmap::{
     self, Body, Opcode, RdmapError, RdmapParseError, ReadRequest, RemoteOperationError,
@@ -1178,6 +1182,37 @@ impl Qp {
     /// Read Response segment [`Qp::place_early`] placed is checked and completed as
     /// usual, its payload not copied again.
     pub fn on_ulpdu_at(&mut self, stream_offset: Option<u64>, ulpdu: &[u8]) {
+        self.on_segment(stream_offset, UlpduRuns::flat(ulpdu), &mut Vec::new());
+    }
+
+    /// [`Qp::on_ulpdu_at`] for a ULPDU left where it arrived, in runs between markers
+    /// ([`wire::mpa::deframe::Deframer::push_runs_hinted`]). The payload of an RDMA Write
+    /// or Read Response is placed from the runs, not copied out first; untagged segments
+    /// (and a tagged one whose header a marker splits, one in about 37) are copied into
+    /// `scratch` whole and taken from there, as is a segment a Terminate must quote.
+    pub fn on_ulpdu_runs(
+        &mut self,
+        stream_offset: Option<u64>,
+        ulpdu: UlpduRuns<'_>,
+        scratch: &mut Vec<u8>,
+    ) {
+        let head = ulpdu.first_run();
+        let tagged_head = head.len() >= TAGGED_HEADER_LEN && head[0] & CTRL_T != 0;
+        if ulpdu.contiguous().is_none() && !tagged_head {
+            scratch.clear();
+            ulpdu.copy_into(scratch);
+            return self.on_segment(stream_offset, UlpduRuns::flat(scratch), &mut Vec::new());
+        }
+        self.on_segment(stream_offset, ulpdu, scratch);
+    }
+
+    /// One ULPDU, contiguous or (tagged, its header in the first run) in runs.
+    fn on_segment(
+        &mut self,
+        stream_offset: Option<u64>,
+        ulpdu: UlpduRuns<'_>,
+        scratch: &mut Vec<u8>,
+    ) {
         let placed = stream_offset.is_some_and(|at| {
             // Entries behind this offset were never met in order (none should be): drop.
             while self.early.front().is_some_and(|&o| o < at) {
@@ -1189,19 +1224,22 @@ impl Qp {
             return;
         }
         self.stats.rx_ulpdus += 1;
-        let seg = match rdmap::parse_segment(ulpdu) {
+        // A tagged segment's header is all in the first run (`on_ulpdu_runs`), and nothing
+        // parse_segment checks of one depends on the octets after its header.
+        let head = ulpdu.contiguous().unwrap_or_else(|| ulpdu.first_run());
+        let seg = match rdmap::parse_segment(head) {
             Ok(seg) => seg,
-            Err(e) => return self.on_parse_error(e, ulpdu),
+            Err(e) => return self.on_parse_error(e, ulpdu.flatten(scratch)),
         };
+        let last = seg.header.last();
         match (seg.body, seg.header) {
-            (Body::RdmaWrite { stag, to, data }, _) => {
-                self.on_write(stag, to, data, seg.header.last(), ulpdu)
+            (Body::RdmaWrite { stag, to, .. }, _) => self.on_write(stag, to, &ulpdu, last, scratch),
+            (Body::ReadResponse { stag, to, .. }, _) => {
+                self.on_read_response(stag, to, &ulpdu, last, placed, scratch)
             }
-            (Body::ReadResponse { stag, to, data }, _) => {
-                self.on_read_response(stag, to, data, seg.header.last(), placed, ulpdu)
-            }
+            // Untagged segments come here contiguous (`on_ulpdu_runs`): `head` is all of it.
             (Body::ReadRequest(req), wire::ddp::DdpHeader::Untagged(h)) => {
-                self.on_read_request(&h, &req, ulpdu)
+                self.on_read_request(&h, &req, head)
             }
             (
                 Body::Send {
@@ -1210,7 +1248,7 @@ impl Qp {
                     solicited_event,
                 },
                 wire::ddp::DdpHeader::Untagged(h),
-            ) => self.on_send(&h, data, invalidate_stag, solicited_event, ulpdu),
+            ) => self.on_send(&h, data, invalidate_stag, solicited_event, head),
             (Body::Terminate { terminate, .. }, _) => self.on_terminate(terminate),
             // parse_segment pairs untagged bodies with untagged headers.
             _ => {}
@@ -1258,7 +1296,16 @@ impl Qp {
         Some(mr)
     }
 
-    fn on_write(&mut self, stag: u32, to: u64, data: &[u8], last: bool, ulpdu: &[u8]) {
+    /// `ulpdu`: the whole segment, its payload after the tagged header.
+    fn on_write(
+        &mut self,
+        stag: u32,
+        to: u64,
+        ulpdu: &UlpduRuns<'_>,
+        last: bool,
+        scratch: &mut Vec<u8>,
+    ) {
+        let data = ulpdu.skip(TAGGED_HEADER_LEN);
         if data.is_empty() {
             // Zero-length RDMA Write (RFC 6581 RTR): nothing to place, nothing to check.
             return;
@@ -1266,7 +1313,7 @@ impl Qp {
         let Some(mr) = self.lookup_cached(stag) else {
             return self.fail(
                 tagged(TaggedBufferError::InvalidStag),
-                Some(ulpdu),
+                Some(ulpdu.flatten(scratch)),
                 Involved::None,
             );
         };
@@ -1275,13 +1322,7 @@ impl Qp {
         } else {
             mr.check(to, data.len(), Access::REMOTE_WRITE)
         };
-        let placed = checked.and_then(|off| {
-            if last {
-                mr.write_last_visible_last(off, data)
-            } else {
-                mr.write(off, data)
-            }
-        });
+        let placed = checked.and_then(|off| mr.write_runs(off, &data, last));
         match placed {
             Ok(()) => {
                 self.stats.rx_payload_octets += data.len() as u64;
@@ -1289,7 +1330,7 @@ impl Qp {
                     self.stats.rx_messages += 1;
                 }
             }
-            Err(e) => self.fail(tagged_for(e), Some(ulpdu), Involved::None),
+            Err(e) => self.fail(tagged_for(e), Some(ulpdu.flatten(scratch)), Involved::None),
         }
     }
 
@@ -1298,11 +1339,12 @@ impl Qp {
         &mut self,
         stag: u32,
         to: u64,
-        data: &[u8],
+        ulpdu: &UlpduRuns<'_>,
         last: bool,
         placed: bool,
-        ulpdu: &[u8],
+        scratch: &mut Vec<u8>,
     ) {
+        let data = ulpdu.skip(TAGGED_HEADER_LEN);
         if data.is_empty() && last && self.rtr_sink == Some((stag, to)) {
             self.rtr_sink = None;
             return;
@@ -1310,7 +1352,7 @@ impl Qp {
         let Some(rd) = self.out_reads.front() else {
             return self.fail(
                 TermError::from(RemoteOperationError::UnexpectedOpcode),
-                Some(ulpdu),
+                Some(ulpdu.flatten(scratch)),
                 Involved::None,
             );
         };
@@ -1330,7 +1372,7 @@ impl Qp {
             if let Some(e) = bad {
                 return self.fail(
                     tagged(e),
-                    Some(ulpdu),
+                    Some(ulpdu.flatten(scratch)),
                     Involved::Read(WcStatus::LocalProtectionError),
                 );
             }
@@ -1340,10 +1382,8 @@ impl Qp {
                     .and_then(|off| {
                         if placed {
                             Ok(())
-                        } else if last {
-                            mr.write_last_visible_last(off, data)
                         } else {
-                            mr.write(off, data)
+                            mr.write_runs(off, &data, last)
                         }
                     }),
                 None => Err(MrError::OutOfBounds),
@@ -1351,7 +1391,7 @@ impl Qp {
             if let Err(e) = placed {
                 return self.fail(
                     tagged_for(e),
-                    Some(ulpdu),
+                    Some(ulpdu.flatten(scratch)),
                     Involved::Read(WcStatus::LocalProtectionError),
                 );
             }

@@ -32,6 +32,7 @@ use std::sync::{Arc, RwLock};
 pub use fastpath::regmem::{AccessError, RegionMemory};
 use rand::rngs::{StdRng, SysRng};
 use rand::{RngExt, SeedableRng};
+use wire::mpa::deframe::UlpduRuns;
 
 /// Access rights of a memory region (a bit set).
 #[derive(Clone, Copy, PartialEq, Eq, Hash, Default)]
@@ -288,6 +289,20 @@ impl MemoryRegion {
     /// all of `data`.
     pub fn write_last_visible_last(&self, offset: usize, data: &[u8]) -> Result<(), MrError> {
         Ok(self.mem.write_last_visible_last(offset, data)?)
+    }
+
+    /// Copies a ULPDU's payload as it lies in received octets, run after run between
+    /// markers, to region offset `offset`; with `last_visible_last` its final octet is
+    /// stored last, as [`write_last_visible_last`](Self::write_last_visible_last) does.
+    pub fn write_runs(
+        &self,
+        offset: usize,
+        data: &UlpduRuns<'_>,
+        last_visible_last: bool,
+    ) -> Result<(), MrError> {
+        Ok(self
+            .mem
+            .write_gather(offset, data.len(), data.runs(), last_visible_last)?)
     }
 
     /// Copies `out.len()` octets at region offset `offset` into `out`.

@@ -22,6 +22,50 @@ struct Pair {
     /// ULPDUs that went from A to B and from B to A, in order.
     a_to_b: Vec<Vec<u8>>,
     b_to_a: Vec<Vec<u8>>,
+    /// With markers: each direction's MPA stream (A to B, then B to A), through which the
+    /// ULPDUs go as FPDUs, delivered where they arrive ([`Qp::on_ulpdu_runs`]).
+    marked: Option<[MarkedLink; 2]>,
+}
+
+/// One direction's FPDU stream, markers and CRC on.
+struct MarkedLink {
+    framer: wire::mpa::fpdu::Framer,
+    deframer: wire::mpa::deframe::Deframer,
+    scratch: Vec<u8>,
+}
+
+impl MarkedLink {
+    /// A stream whose marker origin lies `origin` octets before its first FPDU.
+    fn new(origin: u64) -> Self {
+        let mode = wire::mpa::fpdu::FpduMode {
+            markers: true,
+            crc: true,
+        };
+        MarkedLink {
+            framer: wire::mpa::fpdu::Framer::at_offset(mode, origin),
+            deframer: wire::mpa::deframe::Deframer::at_offset(mode, origin),
+            scratch: Vec::new(),
+        }
+    }
+
+    /// Frames `ulpdu` and hands it to `qp` as it lies between the markers (an empty one,
+    /// which no FPDU carries, as it is).
+    fn carry(&mut self, ulpdu: &[u8], qp: &mut Qp) {
+        if ulpdu.is_empty() {
+            return qp.on_ulpdu(ulpdu);
+        }
+        let mut wire = Vec::new();
+        self.framer.frame(ulpdu, &mut wire).unwrap();
+        let scratch = &mut self.scratch;
+        let mut n = 0;
+        self.deframer
+            .push_runs_hinted(&wire, &Default::default(), |f| {
+                n += 1;
+                qp.on_ulpdu_runs(Some(f.stream_offset), f.ulpdu, scratch);
+            })
+            .unwrap();
+        assert_eq!(n, 1);
+    }
 }
 
 fn cfg(qpn: u32) -> QpConfig {
@@ -46,6 +90,7 @@ fn pair_with(a: QpConfig, b: QpConfig) -> Pair {
         b: side(b),
         a_to_b: Vec::new(),
         b_to_a: Vec::new(),
+        marked: None,
     }
 }
 
@@ -58,7 +103,10 @@ impl Pair {
             buf.clear();
             while self.a.qp.poll_ulpdu(mulpdu, &mut buf) {
                 assert!(buf.len() <= mulpdu);
-                self.b.qp.on_ulpdu(&buf);
+                match &mut self.marked {
+                    Some([ab, _]) => ab.carry(&buf, &mut self.b.qp),
+                    None => self.b.qp.on_ulpdu(&buf),
+                }
                 if self.a_to_b.len() < 10_000 {
                     self.a_to_b.push(buf.clone());
                 }
@@ -67,7 +115,10 @@ impl Pair {
             }
             while self.b.qp.poll_ulpdu(mulpdu, &mut buf) {
                 assert!(buf.len() <= mulpdu);
-                self.a.qp.on_ulpdu(&buf);
+                match &mut self.marked {
+                    Some([_, ba]) => ba.carry(&buf, &mut self.a.qp),
+                    None => self.a.qp.on_ulpdu(&buf),
+                }
                 if self.b_to_a.len() < 10_000 {
                     self.b_to_a.push(buf.clone());
                 }
@@ -633,6 +684,45 @@ fn write_bad_stag_and_to_wrap() {
     assert_eq!(dst.to_vec(), vec![0; 100]);
 }
 
+/// A tagged segment placed from between markers is refused as a contiguous one is: the
+/// Terminate quotes the whole segment (its length counts no marker), and nothing is
+/// placed. Marker origins put markers in the header (such segments are taken whole) and
+/// in the payload.
+#[test]
+fn marked_write_violations_quote_the_whole_segment() {
+    for origin in (0..600).step_by(7) {
+        for (len, stag_ok, triple) in [(1000u32, true, (1, 1, 0x01)), (1000, false, (1, 1, 0x00))] {
+            let mut p = pair();
+            p.marked = Some([MarkedLink::new(origin), MarkedLink::new(origin)]);
+            let src = reg(&p.a, 0, 4096, Access::empty());
+            src.fill(0xAB);
+            let dst = reg(&p.b, 0x1000, 100, Access::REMOTE_WRITE);
+            dst.fill(0x5C);
+            let stag = if stag_ok {
+                dst.stag()
+            } else {
+                dst.stag() ^ 0x100
+            };
+            p.a.qp.post_send(write_wr(&src, len, stag, 0x1000)).unwrap();
+            let mut seg = Vec::new();
+            assert!(p.a.qp.poll_ulpdu(MULPDU, &mut seg));
+            let [ab, _] = p.marked.as_mut().unwrap();
+            ab.carry(&seg, &mut p.b.qp);
+            let t = expect_terminate(&mut p, triple);
+            assert_eq!(
+                t.ddp_segment_length,
+                Some(seg.len() as u16),
+                "origin {origin}"
+            );
+            assert_eq!(
+                t.ddp_header,
+                Some(wire::ddp::DdpHeader::decode(&seg).unwrap())
+            );
+            assert_eq!(dst.to_vec(), vec![0x5C; 100]);
+        }
+    }
+}
+
 fn src_of(p: &Pair) -> Arc<MemoryRegion> {
     reg(&p.a, 0x5000_0000, 64, Access::empty())
 }
@@ -1094,12 +1184,16 @@ proptest! {
     #![proptest_config(ProptestConfig::with_cases(64))]
 
     #[test]
-    fn random_operations_round_trip(ops in proptest::collection::vec(arb_op(), 1..12), mulpdu in 60usize..2000, ord in 1u16..4) {
+    /// With markers (`origin`), every ULPDU goes through an FPDU stream and is placed from
+    /// between its markers.
+    #[test]
+    fn random_operations_round_trip(ops in proptest::collection::vec(arb_op(), 1..12), mulpdu in 60usize..2000, ord in 1u16..4, origin in proptest::option::of((0u64..1024, 0u64..1024))) {
         let mut ca = cfg(1);
         ca.ord = ord;
         let mut cb = cfg(2);
         cb.ird = ord;
         let mut p = pair_with(ca, cb);
+        p.marked = origin.map(|(ab, ba)| [MarkedLink::new(ab), MarkedLink::new(ba)]);
         const SLOT: usize = 8192;
         let n = ops.len();
         let a_src = reg(&p.a, 0, SLOT * n, Access::LOCAL_WRITE);
@@ -1167,8 +1261,11 @@ proptest! {
             ],
             1..20),
         use_real_stags in any::<bool>(),
+        // Through an FPDU stream whose first marker falls in the first ULPDUs.
+        marked in proptest::option::of(440u64..520),
     ) {
         let mut p = pair();
+        let mut link = marked.map(MarkedLink::new);
         let writable = reg(&p.b, 0, 256, Access::REMOTE_WRITE | Access::LOCAL_WRITE);
         let readonly = reg(&p.b, 0, 256, Access::REMOTE_READ);
         let foreign = p.b.mrs.register(PD + 1, 0, 256, Access::all()).unwrap();
@@ -1180,7 +1277,10 @@ proptest! {
             if use_real_stags && u.len() >= 14 && u[0] & 0x80 != 0 {
                 u[2..6].copy_from_slice(&stags[i % 3].to_be_bytes());
             }
-            p.b.qp.on_ulpdu(&u);
+            match &mut link {
+                Some(l) => l.carry(&u, &mut p.b.qp),
+                None => p.b.qp.on_ulpdu(&u),
+            }
             let mut out = Vec::new();
             while p.b.qp.poll_ulpdu(MULPDU, &mut out) {
                 out.clear();

@@ -7,7 +7,10 @@
 //! 1. checks the CRC when CRC is in use (error 2 otherwise),
 //! 2. checks that every marker inside the FPDU points at the FPDU's ULPDU_Length field, and
 //!    that a marker between FPDUs is 0 (error 3 otherwise),
-//! 3. strips the markers and delivers the ULPDU with its stream position.
+//! 3. delivers the ULPDU with its stream position: as one slice ([`Deframer::push`],
+//!    which copies it out from between the markers when there are any), or where it
+//!    arrived ([`Deframer::push_runs_hinted`], [`UlpduRuns`]), so that DDP places the
+//!    payload from between the markers in one copy.
 //!
 //! After an error it delivers nothing more on that half connection (RFC 5044 section 8);
 //! closing the connection is left to DDP's ULP.
@@ -46,6 +49,178 @@ pub struct Fpdu<'a> {
     pub wire_len: usize,
     /// Whether the CRC was checked.
     pub crc: CrcCheck,
+}
+
+/// A validated FPDU whose ULPDU is left where it arrived ([`Deframer::push_runs_hinted`]):
+/// with markers on, the ULPDU's octets lie in runs between the markers, and DDP places
+/// them from there instead of from a copy with the markers taken out.
+#[derive(Clone, Copy, Debug)]
+pub struct FpduRuns<'a> {
+    /// Stream position (from the marker origin) of the FPDU's first octet, its leading
+    /// marker included.
+    pub stream_offset: u64,
+    /// The ULPDU (a DDP segment), in the received octets.
+    pub ulpdu: UlpduRuns<'a>,
+    /// Octets the FPDU took on the wire, markers included.
+    pub wire_len: usize,
+    /// Whether the CRC was checked.
+    pub crc: CrcCheck,
+}
+
+/// A ULPDU (or a tail of one) as it lies in received octets: contiguous, or in runs
+/// between the 4-octet markers that sit at every multiple of 512 of the stream
+/// (RFC 5044 section 4.3).
+#[derive(Clone, Copy, Debug)]
+pub struct UlpduRuns<'a> {
+    /// The received octets from the first ULPDU octet to the last, markers among them
+    /// included (a marker may lead when the first octet follows one).
+    wire: &'a [u8],
+    /// Stream position of `wire[0]`, when markers are on; `None` when `wire` is the ULPDU.
+    pos: Option<u64>,
+    /// ULPDU octets (markers not counted).
+    len: usize,
+}
+
+impl<'a> UlpduRuns<'a> {
+    /// A contiguous ULPDU.
+    pub fn flat(ulpdu: &'a [u8]) -> Self {
+        UlpduRuns {
+            wire: ulpdu,
+            pos: None,
+            len: ulpdu.len(),
+        }
+    }
+
+    /// The ULPDU that starts at stream position `pos`, `len` octets long, in `wire`
+    /// (from that position to its last octet, markers included).
+    fn marked(wire: &'a [u8], pos: u64, len: usize) -> Self {
+        if wire.len() == len {
+            return Self::flat(wire);
+        }
+        UlpduRuns {
+            wire,
+            pos: Some(pos),
+            len,
+        }
+    }
+
+    /// ULPDU octets.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Whether the ULPDU is empty.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// The ULPDU as one slice, when no marker lies inside it.
+    pub fn contiguous(&self) -> Option<&'a [u8]> {
+        self.pos.is_none().then_some(self.wire)
+    }
+
+    /// The runs of ULPDU octets, in order; their lengths add up to [`UlpduRuns::len`], and
+    /// none is empty.
+    pub fn runs(&self) -> Runs<'a> {
+        Runs {
+            wire: self.wire,
+            pos: self.pos,
+        }
+    }
+
+    /// The first run (empty for an empty ULPDU).
+    pub fn first_run(&self) -> &'a [u8] {
+        self.runs().next().unwrap_or_default()
+    }
+
+    /// The ULPDU without its first `n` octets (all of them when `n` is longer).
+    pub fn skip(&self, n: usize) -> UlpduRuns<'a> {
+        let Some(pos) = self.pos else {
+            let rest = &self.wire[n.min(self.len)..];
+            return Self::flat(rest);
+        };
+        let mut at = 0usize;
+        let mut left = n.min(self.len);
+        while left > 0 {
+            let p = pos + at as u64;
+            if is_marker_position(p) {
+                at += MARKER_LEN;
+                continue;
+            }
+            let run = (MARKER_INTERVAL - p % MARKER_INTERVAL) as usize;
+            let take = run.min(left).min(self.wire.len() - at);
+            at += take;
+            left -= take;
+        }
+        Self::marked(
+            &self.wire[at..],
+            pos + at as u64,
+            self.len - n.min(self.len),
+        )
+    }
+
+    /// Appends the ULPDU's octets to `out`.
+    pub fn copy_into(&self, out: &mut Vec<u8>) {
+        out.reserve(self.len);
+        for run in self.runs() {
+            out.extend_from_slice(run);
+        }
+    }
+
+    /// The ULPDU as one slice: itself when contiguous, else copied into `scratch` with
+    /// the markers taken out.
+    pub fn flatten<'s>(&self, scratch: &'s mut Vec<u8>) -> &'s [u8]
+    where
+        'a: 's,
+    {
+        match self.contiguous() {
+            Some(flat) => flat,
+            None => {
+                scratch.clear();
+                self.copy_into(scratch);
+                scratch
+            }
+        }
+    }
+
+    /// The ULPDU's octets in a new vector.
+    pub fn to_vec(&self) -> Vec<u8> {
+        let mut v = Vec::new();
+        self.copy_into(&mut v);
+        v
+    }
+}
+
+/// The runs of a [`UlpduRuns`].
+#[derive(Clone, Debug)]
+pub struct Runs<'a> {
+    wire: &'a [u8],
+    pos: Option<u64>,
+}
+
+impl<'a> Iterator for Runs<'a> {
+    type Item = &'a [u8];
+
+    fn next(&mut self) -> Option<&'a [u8]> {
+        let Some(pos) = self.pos else {
+            let all = std::mem::take(&mut self.wire);
+            return (!all.is_empty()).then_some(all);
+        };
+        let mut skip = 0usize;
+        if is_marker_position(pos) {
+            skip = MARKER_LEN.min(self.wire.len());
+        }
+        let p = pos + skip as u64;
+        let run = ((MARKER_INTERVAL - p % MARKER_INTERVAL) as usize).min(self.wire.len() - skip);
+        if run == 0 {
+            self.wire = &[];
+            return None;
+        }
+        let out = &self.wire[skip..skip + run];
+        self.wire = &self.wire[skip + run..];
+        self.pos = Some(p + run as u64);
+        Some(out)
+    }
 }
 
 /// An error found on a half connection's FPDU stream.
@@ -287,12 +462,36 @@ impl Deframer {
     /// its exact octets ([`CrcHints`]) instead of reading them again.
     pub fn push_hinted<F>(
         &mut self,
-        mut data: &[u8],
+        data: &[u8],
         hints: &CrcHints,
         mut deliver: F,
     ) -> Result<(), DeframeError>
     where
         F: FnMut(Fpdu<'_>),
+    {
+        let mut scratch = std::mem::take(&mut self.scratch);
+        let r = self.push_runs_hinted(data, hints, |f| {
+            deliver(Fpdu {
+                stream_offset: f.stream_offset,
+                ulpdu: f.ulpdu.flatten(&mut scratch),
+                wire_len: f.wire_len,
+                crc: f.crc,
+            })
+        });
+        self.scratch = scratch;
+        r
+    }
+
+    /// [`Deframer::push_hinted`], delivering each ULPDU where it arrived ([`FpduRuns`]):
+    /// with markers on, nothing is copied to take them out.
+    pub fn push_runs_hinted<F>(
+        &mut self,
+        mut data: &[u8],
+        hints: &CrcHints,
+        mut deliver: F,
+    ) -> Result<(), DeframeError>
+    where
+        F: FnMut(FpduRuns<'_>),
     {
         if let Some(code) = self.failed {
             return Err(DeframeError::Stopped(code));
@@ -359,9 +558,9 @@ impl Deframer {
         deliver: &mut F,
     ) -> Result<(), DeframeError>
     where
-        F: FnMut(Fpdu<'_>),
+        F: FnMut(FpduRuns<'_>),
     {
-        match check_fpdu(self.mode, layout, wire, hints, &mut self.scratch) {
+        match check_fpdu(self.mode, layout, wire, hints) {
             Ok(fpdu) => {
                 deliver(fpdu);
                 self.pos = layout.end();
@@ -438,15 +637,14 @@ impl Deframer {
                 continue;
             }
             let wire = &seg[from..from + layout.wire_len];
-            match check_fpdu(
-                self.mode,
-                &layout,
-                wire,
-                &CrcHints::default(),
-                &mut self.scratch,
-            ) {
-                Ok(fpdu) => {
-                    deliver(fpdu);
+            match check_fpdu(self.mode, &layout, wire, &CrcHints::default()) {
+                Ok(f) => {
+                    deliver(Fpdu {
+                        stream_offset: f.stream_offset,
+                        ulpdu: f.ulpdu.flatten(&mut self.scratch),
+                        wire_len: f.wire_len,
+                        crc: f.crc,
+                    });
                     delivered += 1;
                     cursor = Some(layout.end());
                     // Markers inside the FPDU just delivered need no second look.
@@ -489,15 +687,14 @@ fn read_layout(start: u64, buf: &[u8], markers: bool) -> Option<FpduLayout> {
 
 /// Checks one complete FPDU (`wire`, exactly `layout.wire_len` octets): CRC first, then
 /// markers (RFC 5044 section 8: error 3 applies to FPDUs whose CRC is valid). The ULPDU
-/// it returns lies in `wire` or, when markers had to be stripped from it, in `scratch`.
+/// it returns lies in `wire`, in runs between the markers.
 fn check_fpdu<'a>(
     mode: FpduMode,
     layout: &FpduLayout,
     wire: &'a [u8],
     hints: &CrcHints,
-    scratch: &'a mut Vec<u8>,
-) -> Result<Fpdu<'a>, DeframeError> {
-    let fpdu = |ulpdu, crc| Fpdu {
+) -> Result<FpduRuns<'a>, DeframeError> {
+    let fpdu = |ulpdu, crc| FpduRuns {
         stream_offset: layout.start,
         ulpdu,
         wire_len: layout.wire_len,
@@ -522,7 +719,7 @@ fn check_fpdu<'a>(
     };
     if !mode.markers {
         let h = ULPDU_LENGTH_LEN;
-        return Ok(fpdu(&wire[h..h + layout.ulpdu_len], crc));
+        return Ok(fpdu(UlpduRuns::flat(&wire[h..h + layout.ulpdu_len]), crc));
     }
     for m in layout.marker_positions() {
         let at = (m - layout.start) as usize;
@@ -539,23 +736,11 @@ fn check_fpdu<'a>(
         }
     }
     let range = layout.ulpdu_wire_range();
-    if range.len() == layout.ulpdu_len {
-        return Ok(fpdu(&wire[range], crc));
-    }
-    // Copy the ULPDU out from between the markers.
-    scratch.clear();
-    let mut i = range.start;
-    while i < range.end {
-        let pos = layout.start + i as u64;
-        if is_marker_position(pos) {
-            i += MARKER_LEN;
-            continue;
-        }
-        let run = ((MARKER_INTERVAL - pos % MARKER_INTERVAL) as usize).min(range.end - i);
-        scratch.extend_from_slice(&wire[i..i + run]);
-        i += run;
-    }
-    Ok(fpdu(&scratch[..], crc))
+    let pos = layout.start + range.start as u64;
+    Ok(fpdu(
+        UlpduRuns::marked(&wire[range], pos, layout.ulpdu_len),
+        crc,
+    ))
 }
 
 /// The four octets of an FPDU's CRC field, which a marker may split when the marker origin

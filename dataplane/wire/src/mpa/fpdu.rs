@@ -197,24 +197,22 @@ pub(crate) fn content_to_wire(header: u64, index: usize, markers: bool) -> u64 {
     if !markers {
         return header + index as u64;
     }
-    // Content octets fill the gaps between markers. Count how many markers sit between
-    // `header` and the wire position of octet `index`.
+    // Content octets fill the gaps between markers: up to the first marker after
+    // `header`, then 508 octets after each marker.
     let mut pos = header;
-    let mut left = index as u64;
-    loop {
-        let to_marker = MARKER_INTERVAL - pos % MARKER_INTERVAL;
-        if pos.is_multiple_of(MARKER_INTERVAL) {
-            // At a marker position (can only happen after the first iteration or with an
-            // FPDU whose header sits at a marker position, which `FpduLayout` never builds).
-            pos += MARKER_LEN as u64;
-            continue;
-        }
-        if left < to_marker {
-            return pos + left;
-        }
-        left -= to_marker;
-        pos += to_marker;
+    if is_marker_position(pos) {
+        // Only an FPDU whose header sits at a marker position, which `FpduLayout` never
+        // builds; the content starts after the marker.
+        pos += MARKER_LEN as u64;
     }
+    let index = index as u64;
+    let to_marker = MARKER_INTERVAL - pos % MARKER_INTERVAL;
+    if index < to_marker {
+        return pos + index;
+    }
+    let rest = index - to_marker;
+    let gap = MARKER_INTERVAL - MARKER_LEN as u64;
+    pos + to_marker + MARKER_LEN as u64 + rest / gap * MARKER_INTERVAL + rest % gap
 }
 
 /// Why a ULPDU could not be framed.
@@ -599,6 +597,51 @@ impl Drop for FpduWriter<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// [`content_to_wire`] as first written: a walk from marker to marker.
+    fn content_to_wire_walk(header: u64, index: usize) -> u64 {
+        let mut pos = header;
+        let mut left = index as u64;
+        loop {
+            let to_marker = MARKER_INTERVAL - pos % MARKER_INTERVAL;
+            if pos.is_multiple_of(MARKER_INTERVAL) {
+                pos += MARKER_LEN as u64;
+                continue;
+            }
+            if left < to_marker {
+                return pos + left;
+            }
+            left -= to_marker;
+            pos += to_marker;
+        }
+    }
+
+    proptest::proptest! {
+        /// The closed form agrees with the walk, for headers anywhere (a marker position
+        /// included) and indices across many markers.
+        #[test]
+        fn content_to_wire_agrees_with_the_walk(header in 0u64..1 << 40, index in 0usize..70_000) {
+            proptest::prop_assert_eq!(
+                content_to_wire(header, index, true),
+                content_to_wire_walk(header, index)
+            );
+        }
+    }
+
+    #[test]
+    fn content_to_wire_at_the_edges() {
+        for header in [0u64, 1, 4, 507, 508, 510, 511, 512, 513, 1020, 1024] {
+            for index in [
+                0usize, 1, 2, 503, 504, 506, 507, 508, 509, 1015, 1016, 1017, 64775,
+            ] {
+                assert_eq!(
+                    content_to_wire(header, index, true),
+                    content_to_wire_walk(header, index),
+                    "header {header} index {index}"
+                );
+            }
+        }
+    }
 
     #[test]
     fn mulpdu_formulas_and_clamps() {
