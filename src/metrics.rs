@@ -303,6 +303,12 @@ pub fn render(s: &Snapshot, port: &str) -> String {
         t.tail_loss_probes,
     );
     metric(
+        "tcp_tail_loss_probe_repairs_total",
+        c,
+        "Tail loss probes that repaired a loss nothing else saw (RFC 8985 section 7.4).",
+        t.tail_loss_probe_repairs,
+    );
+    metric(
         "tcp_lost_retransmissions_total",
         c,
         "Retransmissions found lost in SACK recovery and sent again before the RTO.",

@@ -641,6 +641,11 @@ pub struct Segments {
     /// counted.
     #[serde(default)]
     pub tail_loss_probes: u64,
+    /// Of those, probes that repaired a loss nothing else saw: answered by an ACK beyond
+    /// them with no D-SACK saying their octets had arrived (RFC 8985 section 7.4); cwnd
+    /// was cut for each. Absent from reports written before they were counted.
+    #[serde(default)]
+    pub tail_loss_probe_repairs: u64,
     /// Retransmissions found lost in SACK recovery (records sent after them were SACKed)
     /// and sent again before the RTO; absent from reports written before they were.
     #[serde(default)]

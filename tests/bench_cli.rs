@@ -169,6 +169,12 @@ fn faults_verify_and_post_lists() {
             .unwrap()
             > 0
     );
+    // Probes that repaired a loss are some of the probes.
+    let c = &r["alignment"]["client"];
+    assert!(
+        c["tail_loss_probe_repairs"].as_u64().unwrap() <= c["tail_loss_probes"].as_u64().unwrap(),
+        "{c}"
+    );
     let r = json(&["send-bw", "-n", "400", "-t", "32", "-l", "8", "--verify"]);
     assert_eq!(r["params"]["post_list"], 8);
     assert_eq!(r["verify"]["verified_octets"], 400 * 65536);

@@ -60,6 +60,7 @@ fn every_text_figure_is_in_the_json() {
             "{json}"
         );
         assert!(json["alignment"]["server"]["retransmitted_octets"].is_number());
+        assert!(json["alignment"]["client"]["tail_loss_probe_repairs"].is_number());
         assert_eq!(json["verify"]["wrong_octets"], 0);
         let mut numbers = Vec::new();
         json_numbers(&json, &mut numbers);

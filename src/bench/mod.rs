@@ -530,6 +530,7 @@ fn segments(a: &AlignmentStats) -> Segments {
         spurious_timeouts: a.spurious_timeouts,
         dsack_octets: a.dsack_octets,
         tail_loss_probes: a.tail_loss_probes,
+        tail_loss_probe_repairs: a.tail_loss_probe_repairs,
         lost_retransmissions: a.lost_retransmissions,
         tso_frames: a.tso_frames,
         tso_segments: a.tso_segments,

@@ -221,6 +221,8 @@ pub struct AlignmentStats {
     pub fast_retransmits: u64,
     /// Tail loss probes (RFC 8985).
     pub tail_loss_probes: u64,
+    /// Of those, probes that repaired a loss nothing else saw (RFC 8985 section 7.4).
+    pub tail_loss_probe_repairs: u64,
     /// Octets the peer reported receiving twice (D-SACK, RFC 2883).
     pub dsack_octets: u64,
     /// Retransmissions found lost in SACK recovery and sent again before the RTO.
@@ -244,6 +246,7 @@ impl AlignmentStats {
         self.dsack_octets += o.dsack_octets;
         self.fast_retransmits += o.fast_retransmits;
         self.tail_loss_probes += o.tail_loss_probes;
+        self.tail_loss_probe_repairs += o.tail_loss_probe_repairs;
         self.lost_retransmissions += o.lost_retransmissions;
         self.tso_frames += o.tso_frames;
         self.tso_segments += o.tso_segments;
@@ -260,6 +263,7 @@ impl AlignmentStats {
         self.dsack_octets += s.dsack_octets;
         self.fast_retransmits += s.fast_retransmits;
         self.tail_loss_probes += s.tail_loss_probes;
+        self.tail_loss_probe_repairs += s.tail_loss_probe_repairs;
         self.lost_retransmissions += s.lost_retransmissions;
     }
 
