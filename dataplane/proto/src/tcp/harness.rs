@@ -152,6 +152,8 @@ pub(crate) struct Pair {
     pub log: Vec<Seg>,
     /// Return false to drop a segment (after logging).
     pub filter: Option<Filter>,
+    /// Segments this returns true for are put on the link twice (beside `faults.dup`).
+    pub duplicate: Option<Filter>,
     /// Drain received data into `rx_a`/`rx_b` automatically.
     pub auto_recv: bool,
     /// B takes in-order data straight from each segment (`on_segment_deliver`) into
@@ -181,6 +183,7 @@ impl Pair {
             n: 0,
             log: Vec::new(),
             filter: None,
+            duplicate: None,
             auto_recv: true,
             direct_b: false,
             direct_b_octets: 0,
@@ -264,13 +267,14 @@ impl Pair {
             keep = false;
         }
         seg.dropped = !keep;
+        let doubled = keep && self.duplicate.as_mut().is_some_and(|f| f(&seg));
         self.log.push(seg);
         if !keep {
             return;
         }
         let mut bytes = Vec::new();
         wire::tcp::segment_to_bytes(&Self::tuple_of(from), repr, &mut bytes);
-        let copies = if self.faults.dup > 0 && self.rng.chance(self.faults.dup) {
+        let copies = if doubled || self.faults.dup > 0 && self.rng.chance(self.faults.dup) {
             2
         } else {
             1

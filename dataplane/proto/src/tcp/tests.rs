@@ -1883,6 +1883,24 @@ fn duplicates_are_reported_in_dsack_blocks() {
     let st = all_delivered(&mut p, &want);
     assert!(st.retransmitted_octets > before.1, "{st:?}");
     assert_eq!(st.dsack_octets, before.0, "{st:?}");
+    // The link doubles B's ACKs that carry D-SACKs: each D-SACK is still counted once.
+    p.duplicate = Some(Box::new(|s| s.from == Side::B && s.len == 0 && s.sack));
+    let before = p.a().stats().clone();
+    // (A longer delay than the first: the timer learned how late the first was.)
+    p.delay = 40_000;
+    let d2 = records(&mut p, Side::A, &[1000; 4]);
+    let mut sent = want;
+    sent.extend(d2);
+    let st = all_delivered(&mut p, &sent);
+    let rtx2 = st.retransmitted_octets - before.retransmitted_octets;
+    assert!(rtx2 > 0, "{st:?}");
+    assert!(
+        p.run_until(1_000_000, |p| p.a.as_ref().unwrap().stats().dsack_octets
+            >= before.dsack_octets + rtx2)
+    );
+    p.run_for(200_000);
+    let st = p.a().stats().clone();
+    assert_eq!(st.dsack_octets - before.dsack_octets, rtx2, "{st:?}");
 }
 
 /// Duplicates the link makes are reported too, beyond a hole inside the SACK block that

@@ -250,9 +250,12 @@ impl Connection {
                     && seq_diff(TcpSeqNumber(r2 as i32), r) >= 0
                     && seq_diff(l, r) < 0
             });
-            if below_ack || inside_second {
+            // The same block in an ACK with the same TSval is the same report again (an
+            // ACK the link duplicated): counted once.
+            let key = (l.0 as u32, r.0 as u32, repr.timestamp.map(|t| t.tsval));
+            if (below_ack || inside_second) && self.last_dsack != Some(key) {
+                self.last_dsack = Some(key);
                 // At most what was ever sent: a block of nonsense costs only its count.
-                // (An ACK the link duplicates is counted twice.)
                 let len = seq_diff(r, l).unsigned_abs().min(self.snd_max);
                 self.stats.dsack_octets = self.stats.dsack_octets.saturating_add(len);
                 self.tlp_dsack |= self.tlp_high.is_some();

@@ -186,6 +186,9 @@ pub struct Connection {
     tlp_rtx: bool,
     /// A D-SACK came during the episode: the probe's octets had arrived already.
     tlp_dsack: bool,
+    /// The last D-SACK block counted, with the TSval of its ACK: the same again is an
+    /// ACK the link duplicated.
+    last_dsack: Option<(u32, u32, Option<u32>)>,
     retries: u32,
     persist_deadline: Option<u64>,
     /// USER TIMEOUT (RFC 9293 3.8.3, RFC 5482): when data or our FIN has waited this
@@ -293,6 +296,7 @@ impl Connection {
             tlp_high: None,
             tlp_rtx: false,
             tlp_dsack: false,
+            last_dsack: None,
             retries: 0,
             persist_deadline: None,
             progress_deadline: None,
