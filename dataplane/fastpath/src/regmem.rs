@@ -448,6 +448,30 @@ impl RegionMemory {
         Ok(r)
     }
 
+    /// [`RegionMemory::append_crc32c_sum`] without the sum (for a port that fills TCP
+    /// checksums itself): returns the new CRC.
+    pub fn append_crc32c(
+        &self,
+        offset: usize,
+        len: usize,
+        out: &mut Vec<u8>,
+        crc: u32,
+    ) -> Result<u32, AccessError> {
+        let _pass = self.enter(offset, len)?;
+        out.reserve(len);
+        let start = out.len();
+        // SAFETY: as in `append_crc32c_sum`: room for `len` octets past `start`, a source
+        // range inside the region, the two not overlapping; the kernel writes all `len`
+        // octets before `set_len`.
+        let r = unsafe {
+            let r =
+                kernels::copy_crc32c_raw(out.as_mut_ptr().add(start), self.at(offset), len, crc);
+            out.set_len(start + len);
+            r
+        };
+        Ok(r)
+    }
+
     /// The octet at `offset`, loaded with Acquire (the reading side of
     /// [`RegionMemory::write_last_visible_last`]).
     pub fn load_u8_acquire(&self, offset: usize) -> Result<u8, AccessError> {
@@ -686,6 +710,9 @@ mod tests {
                             let (crc, sum) = r.unwrap();
                             prop_assert_eq!(crc, kernels::crc32c_append(0, want));
                             prop_assert_eq!(kernels::fold_sum(sum), kernels::fold_sum(kernels::crc32c_sum(0, want).1));
+                            let mut plain = Vec::new();
+                            prop_assert_eq!(m.append_crc32c(off, data.len(), &mut plain, 7), Ok(kernels::crc32c_append(7, want)));
+                            prop_assert_eq!(&plain[..], want);
                         }
                         continue;
                     }

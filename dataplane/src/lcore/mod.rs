@@ -892,7 +892,9 @@ impl Core {
         }
         let max_ulpdu = mulpdu(c.tcp.emss(), p.tx_mode.markers);
         let mut f = Box::new(FpduConn {
-            framer: Framer::at_offset(p.tx_mode, p.tx_offset),
+            // A port that fills TCP checksums has no use for the FPDUs' sums: the one pass
+            // is then the copy and the CRC alone.
+            framer: Framer::at_offset(p.tx_mode, p.tx_offset).with_sums(self.cfg.tcp.record_sums),
             deframer: Deframer::at_offset(p.rx_mode, p.rx_offset),
             rx_stream_pos: p.rx_stream_pos,
             rx_offset: p.rx_offset,
@@ -1600,8 +1602,8 @@ fn run_qp(f: &mut FpduConn, tcp: &mut Connection, stats: &mut CoreStats) -> usiz
     while f.qp.has_tx() && tcp.send_space() >= f.framer.wire_len(max) {
         // The record is built in a recycled buffer, in one pass over its octets: the QP
         // writes the ULPDU through the framer, which copies the payload from registered
-        // memory while it takes the CRC32c and the one's complement sum (for the TCP
-        // checksum), with the markers in between.
+        // memory while it takes the CRC32c and, unless the port fills TCP checksums, the
+        // one's complement sum (for the TCP checksum), with the markers in between.
         let mut rec = tcp.take_buffer();
         let sum = match f.qp.poll_fpdu(max, &mut f.framer, &mut rec) {
             Ok(Some(sum)) => sum,
@@ -1611,7 +1613,12 @@ fn run_qp(f: &mut FpduConn, tcp: &mut Connection, stats: &mut CoreStats) -> usiz
                 break;
             }
         };
-        if tcp.send_fpdu_with_sum(rec, sum).is_err() {
+        let queued = if f.framer.takes_sums() {
+            tcp.send_fpdu_with_sum(rec, sum)
+        } else {
+            tcp.send_fpdu(rec)
+        };
+        if queued.is_err() {
             // Room was checked; a refusal means TCP is closing. The QP learns it from the
             // TCP events.
             break;

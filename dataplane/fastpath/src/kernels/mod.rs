@@ -215,6 +215,25 @@ impl Kernel {
         unsafe { self.run::<true, true>(dst.as_mut_ptr(), src.as_ptr(), src.len(), crc) }
     }
 
+    /// [`copy_crc32c`] with this kernel (or [`Kernel::Portable`] if the CPU lacks it).
+    ///
+    /// # Panics
+    ///
+    /// If `dst` and `src` differ in length.
+    pub fn copy_crc32c(self, dst: &mut [u8], src: &[u8], crc: u32) -> u32 {
+        assert_eq!(
+            dst.len(),
+            src.len(),
+            "copy_crc32c: dst and src lengths differ"
+        );
+        // SAFETY: both slices are valid for their (equal) length, `dst` for writes, and a
+        // `&mut` and a `&` borrow cannot overlap.
+        unsafe {
+            self.run::<true, false>(dst.as_mut_ptr(), src.as_ptr(), src.len(), crc)
+                .0
+        }
+    }
+
     /// [`copy_crc32c_sum_raw`] with this kernel (or [`Kernel::Portable`] if the CPU lacks
     /// it).
     ///
@@ -357,6 +376,17 @@ pub fn copy_crc32c_sum(dst: &mut [u8], src: &[u8], crc: u32) -> (u32, u64) {
     Kernel::best().copy_crc32c_sum(dst, src, crc)
 }
 
+/// Copies `src` to `dst`, advancing the CRC32c `crc` over it, in one pass (no sum: for a
+/// port that offloads the TCP checksum): returns the new CRC.
+///
+/// # Panics
+///
+/// If `dst` and `src` differ in length (a caller bug).
+#[inline]
+pub fn copy_crc32c(dst: &mut [u8], src: &[u8], crc: u32) -> u32 {
+    Kernel::best().copy_crc32c(dst, src, crc)
+}
+
 /// [`copy_crc32c_sum`] into the end of `out` (which grows by `src.len()`, its new octets
 /// written once, with no zero fill first).
 pub fn append_crc32c_sum(out: &mut Vec<u8>, src: &[u8], crc: u32) -> (u32, u64) {
@@ -374,6 +404,36 @@ pub fn append_crc32c_sum(out: &mut Vec<u8>, src: &[u8], crc: u32) -> (u32, u64) 
         out.set_len(start + len);
         r
     }
+}
+
+/// [`copy_crc32c`] into the end of `out` (which grows by `src.len()`, its new octets
+/// written once, with no zero fill first).
+pub fn append_crc32c(out: &mut Vec<u8>, src: &[u8], crc: u32) -> u32 {
+    let len = src.len();
+    out.reserve(len);
+    let start = out.len();
+    // SAFETY: as in `append_crc32c_sum`: room for `len` octets past `start`, `src` not
+    // overlapping `out`, every octet written before `set_len`.
+    unsafe {
+        let r = Kernel::best()
+            .run::<true, false>(out.as_mut_ptr().add(start), src.as_ptr(), len, crc)
+            .0;
+        out.set_len(start + len);
+        r
+    }
+}
+
+/// [`copy_crc32c`] on raw ranges ([`copy_crc32c_sum_raw`]'s conventions: raw pointers
+/// only, for registered memory).
+///
+/// # Safety
+///
+/// As [`copy_crc32c_sum_raw`]: `src` valid for reads and `dst` for writes of `len`
+/// octets, the two not overlapping.
+#[inline]
+pub unsafe fn copy_crc32c_raw(dst: *mut u8, src: *const u8, len: usize, crc: u32) -> u32 {
+    // SAFETY: the caller's promise, passed on.
+    unsafe { Kernel::best().run::<true, false>(dst, src, len, crc).0 }
 }
 
 /// [`copy_crc32c_sum`] on raw ranges, reading and writing through raw pointers only (no

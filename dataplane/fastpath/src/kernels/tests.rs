@@ -127,6 +127,20 @@ impl Path {
         }
     }
 
+    fn copy_no_sum(self, dst: &mut [u8], src: &[u8], crc: u32) -> u32 {
+        match self {
+            Path::K(k) => k.copy_crc32c(dst, src, crc),
+            #[cfg(target_arch = "x86_64")]
+            Path::Sse42OneStream => {
+                assert_eq!(dst.len(), src.len());
+                // SAFETY: as in `copy`.
+                unsafe {
+                    x86::sse42_one::<true, false>(dst.as_mut_ptr(), src.as_ptr(), src.len(), crc).0
+                }
+            }
+        }
+    }
+
     /// # Safety
     ///
     /// As [`copy_crc32c_sum_raw`].
@@ -192,6 +206,11 @@ fn check_path(
     prop_assert_eq!(c, want_crc, "copy's crc: {}", ctx);
     prop_assert_eq!(fold_sum(s), want_sum, "copy's sum: {}", ctx);
     check_dst(&dst_buf, "copy")?;
+
+    let mut dst_buf = vec![GUARD; dst_off + len + MARGIN];
+    let c = path.copy_no_sum(&mut dst_buf[dst_off..dst_off + len], src, init);
+    prop_assert_eq!(c, want_crc, "copy without sum's crc: {}", ctx);
+    check_dst(&dst_buf, "copy without sum")?;
 
     let mut dst_buf = vec![GUARD; dst_off + len + MARGIN];
     // SAFETY: the two ranges are inside their (distinct) buffers.
@@ -437,6 +456,10 @@ proptest! {
         let (c, s) = append_crc32c_sum(&mut out, &data, init);
         prop_assert_eq!(c, want_crc);
         prop_assert_eq!(fold_sum(s), want_sum);
+        prop_assert_eq!(&out, &whole);
+        let mut out = Vec::with_capacity(src_off);
+        out.extend_from_slice(&prefix);
+        prop_assert_eq!(append_crc32c(&mut out, &data, init), want_crc);
         prop_assert_eq!(out, whole);
         // And the free functions (best kernel).
         prop_assert_eq!(crc32c_append(init, &data), want_crc);
@@ -450,6 +473,14 @@ proptest! {
         // SAFETY: two distinct buffers of `len` octets.
         let (c, s) = unsafe { copy_crc32c_sum_raw(dst.as_mut_ptr(), data.as_ptr(), len, init) };
         prop_assert_eq!((c, fold_sum(s)), (want_crc, want_sum));
+        prop_assert_eq!(&dst, &data);
+        let mut dst = vec![0; len];
+        prop_assert_eq!(copy_crc32c(&mut dst, &data, init), want_crc);
+        prop_assert_eq!(&dst, &data);
+        let mut dst = vec![0; len];
+        // SAFETY: two distinct buffers of `len` octets.
+        let c = unsafe { copy_crc32c_raw(dst.as_mut_ptr(), data.as_ptr(), len, init) };
+        prop_assert_eq!(c, want_crc);
         prop_assert_eq!(dst, data);
     }
 }

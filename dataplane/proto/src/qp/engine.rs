@@ -89,7 +89,7 @@ use wire::ddp::{
     QN_SEND, TAGGED_HEADER_LEN, UNTAGGED_HEADER_LEN,
 };
 use wire::mpa::deframe::UlpduRuns;
-use wire::mpa::fpdu::{FpduWriter, FrameError, Framer};
+use wire::mpa::fpdu::{CopyPass, FpduWriter, FrameError, Framer};
 use wire::rdmap::{
     self, Body, Opcode, RdmapError, RdmapParseError, ReadRequest, RemoteOperationError,
     RemoteProtectionError, TermError, Terminate, READ_REQUEST_LEN,
@@ -828,7 +828,8 @@ impl Qp {
     /// its octets: the payload is copied from the memory region, added to the CRC32c and
     /// to the one's complement sum at once, with the markers in between
     /// ([`FpduWriter`]). Returns the sum of the FPDU's wire octets (for the TCP checksum
-    /// of a segment of whole FPDUs), `Ok(None)` when there is nothing to send now, and
+    /// of a segment of whole FPDUs; 0 when `framer` takes no sums), `Ok(None)` when there
+    /// is nothing to send now, and
     /// the framer's error when the ULPDU could not be framed (`max_ulpdu` above the
     /// 64768 octets of MPA: the message was taken, so the caller fails the stream).
     pub fn poll_fpdu(
@@ -1683,11 +1684,12 @@ impl UlpduSink for FpduSink<'_> {
         let Ok(w) = &mut self.writer else {
             return Ok(());
         };
-        w.put_with(len, |at, n, out, crc| {
+        w.put_with(len, |at, n, out, pass| {
             let mem = mr.memory();
-            match crc {
-                Some(crc) => mem.append_crc32c_sum(off + at, n, out, crc),
-                None => mem.append_to(off + at, n, out).map(|()| (0, 0)),
+            match pass {
+                CopyPass::CrcSum(crc) => mem.append_crc32c_sum(off + at, n, out, crc),
+                CopyPass::Crc(crc) => mem.append_crc32c(off + at, n, out, crc).map(|c| (c, 0)),
+                CopyPass::Copy => mem.append_to(off + at, n, out).map(|()| (0, 0)),
             }
             .map_err(MrError::from)
         })

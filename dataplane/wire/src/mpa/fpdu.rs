@@ -249,6 +249,8 @@ impl std::error::Error for FrameError {}
 pub struct Framer {
     mode: FpduMode,
     pos: u64,
+    /// Whether the one pass also takes the FPDUs' one's complement sums.
+    sums: bool,
 }
 
 impl Framer {
@@ -260,7 +262,25 @@ impl Framer {
 
     /// A framer whose next octet sits at stream position `pos` from the marker origin.
     pub fn at_offset(mode: FpduMode, pos: u64) -> Self {
-        Framer { mode, pos }
+        Framer {
+            mode,
+            pos,
+            sums: true,
+        }
+    }
+
+    /// Whether the one pass over each FPDU's octets also takes their one's complement sum,
+    /// for the TCP checksum (on unless turned off here). Off for a port that fills TCP
+    /// checksums itself: then [`FpduWriter::finish`] and [`Framer::frame_vectored`]
+    /// return 0, and the pass is only the copy and the CRC.
+    pub fn with_sums(mut self, sums: bool) -> Self {
+        self.sums = sums;
+        self
+    }
+
+    /// Whether the FPDUs' sums are taken ([`Framer::with_sums`]).
+    pub fn takes_sums(&self) -> bool {
+        self.sums
     }
 
     /// The FPDU mode.
@@ -296,7 +316,7 @@ impl Framer {
     /// a payload) to `out`, without concatenating them first, in one pass over the octets
     /// ([`FpduWriter`]). Returns the one's complement sum of the FPDU's wire octets (as
     /// `wire::tcp::checksum::data` gives it), for the TCP checksum of a segment made of
-    /// whole FPDUs.
+    /// whole FPDUs; 0 when the framer takes no sums ([`Framer::with_sums`]).
     pub fn frame_vectored(
         &mut self,
         parts: &[&[u8]],
@@ -326,8 +346,26 @@ impl Framer {
             return Err(FrameError::UlpduTooLong { len: ulpdu_len });
         }
         let layout = self.next_layout(ulpdu_len);
-        Ok(FpduWriter::new(layout, self.mode.crc, &mut self.pos, out))
+        Ok(FpduWriter::new(
+            layout,
+            self.mode.crc,
+            self.sums,
+            &mut self.pos,
+            out,
+        ))
     }
+}
+
+/// What a source that copies itself into an FPDU ([`FpduWriter::put_with`]) takes from
+/// the octets on the way.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CopyPass {
+    /// Only the copy: the writer takes CRC and sum later, over the FPDU's octets.
+    Copy,
+    /// The copy and the CRC32c advanced from this one (the framer takes no sums).
+    Crc(u32),
+    /// The copy, the CRC32c advanced from this one, and the unfolded one's complement sum.
+    CrcSum(u32),
 }
 
 /// Writes one FPDU in a single pass over its octets: each run of content between markers
@@ -346,6 +384,8 @@ pub struct FpduWriter<'a> {
     finished: bool,
     layout: FpduLayout,
     crc_on: bool,
+    /// Whether the sum is taken ([`Framer::with_sums`]).
+    sums: bool,
     /// Stream position of the next octet.
     pos: u64,
     /// The CRC32c (finished value) of the octets so far.
@@ -371,6 +411,7 @@ impl<'a> FpduWriter<'a> {
     fn new(
         layout: FpduLayout,
         crc_on: bool,
+        sums: bool,
         framer_pos: &'a mut u64,
         out: &'a mut Vec<u8>,
     ) -> Self {
@@ -382,6 +423,7 @@ impl<'a> FpduWriter<'a> {
             finished: false,
             layout,
             crc_on,
+            sums,
             pos: layout.start,
             crc: 0,
             sum: 0,
@@ -421,10 +463,20 @@ impl<'a> FpduWriter<'a> {
         self.append(&m);
     }
 
+    /// The CRC32c of `data` advanced from `crc`, and its unfolded sum when sums are taken
+    /// (else 0).
+    fn crc_and_sum(&self, crc: u32, data: &[u8]) -> (u32, u64) {
+        if self.sums {
+            kernels::crc32c_sum(crc, data)
+        } else {
+            (kernels::crc32c_append(crc, data), 0)
+        }
+    }
+
     /// Adds the octets copied since `pending` to the CRC and the sum.
     fn flush_pending(&mut self) {
         if let Some(p) = self.pending.take() {
-            let (crc, sum) = kernels::crc32c_sum(self.crc, &self.out[self.base + p..]);
+            let (crc, sum) = self.crc_and_sum(self.crc, &self.out[self.base + p..]);
             self.crc = crc;
             self.add_sum(p, sum);
         }
@@ -445,7 +497,11 @@ impl<'a> FpduWriter<'a> {
             return;
         }
         self.flush_pending();
-        let (crc, sum) = kernels::append_crc32c_sum(self.out, data, self.crc);
+        let (crc, sum) = if self.sums {
+            kernels::append_crc32c_sum(self.out, data, self.crc)
+        } else {
+            (kernels::append_crc32c(self.out, data, self.crc), 0)
+        };
         self.crc = crc;
         self.add_sum(at, sum);
         self.pos += data.len() as u64;
@@ -486,18 +542,16 @@ impl<'a> FpduWriter<'a> {
     }
 
     /// Puts the next `len` octets of the ULPDU from a source that copies them itself:
-    /// `copy(src_offset, n, out, Some(crc))` appends the source's octets `src_offset ..
-    /// src_offset + n` to `out` and returns the CRC32c advanced over them from `crc` and
-    /// their unfolded one's complement sum (what [`fastpath::kernels::append_crc32c_sum`]
-    /// returns); `copy(src_offset, n, out, None)` only appends them (with markers, where
-    /// the writer takes CRC and sum over the finished FPDU, and for pieces too small for a
-    /// kernel call of their own), its result ignored. It is
-    /// called once per run between markers. On its error nothing more is put and the
-    /// error is returned; the caller abandons the FPDU (truncating `out`).
+    /// `copy(src_offset, n, out, pass)` appends the source's octets `src_offset ..
+    /// src_offset + n` to `out` and takes what `pass` asks for on the way ([`CopyPass`]):
+    /// it returns the CRC32c advanced over them and their unfolded one's complement sum
+    /// (what [`fastpath::kernels::append_crc32c_sum`] returns), the parts not asked for
+    /// ignored. It is called once per run between markers. On its error nothing more is
+    /// put and the error is returned; the caller abandons the FPDU (truncating `out`).
     pub fn put_with<E>(
         &mut self,
         len: usize,
-        mut copy: impl FnMut(usize, usize, &mut Vec<u8>, Option<u32>) -> Result<(u32, u64), E>,
+        mut copy: impl FnMut(usize, usize, &mut Vec<u8>, CopyPass) -> Result<(u32, u64), E>,
     ) -> Result<(), E> {
         let len = len.min(self.left);
         let mut done = 0;
@@ -507,7 +561,7 @@ impl<'a> FpduWriter<'a> {
             let at = self.out.len() - self.base;
             if !self.deferred() && n < SMALL_PIECE {
                 // A small piece joins the pending octets: copied now, summed later.
-                copy(done, n, self.out, None)?;
+                copy(done, n, self.out, CopyPass::Copy)?;
                 debug_assert_eq!(self.out.len() - self.base, at + n);
                 self.pending.get_or_insert(at);
                 self.pos += n as u64;
@@ -518,8 +572,12 @@ impl<'a> FpduWriter<'a> {
             if !self.deferred() {
                 self.flush_pending();
             }
-            let crc = (!self.deferred()).then_some(self.crc);
-            let (crc, sum) = copy(done, n, self.out, crc)?;
+            let pass = match (self.deferred(), self.sums) {
+                (true, _) => CopyPass::Copy,
+                (false, true) => CopyPass::CrcSum(self.crc),
+                (false, false) => CopyPass::Crc(self.crc),
+            };
+            let (crc, sum) = copy(done, n, self.out, pass)?;
             debug_assert_eq!(self.out.len() - self.base, at + n);
             if !self.deferred() {
                 self.crc = crc;
@@ -535,7 +593,8 @@ impl<'a> FpduWriter<'a> {
     /// Ends the FPDU: zero octets for a ULPDU left short, PAD, the marker right after the
     /// PAD if one falls there (covered by the CRC), and the CRC field (zeros when CRC is
     /// off, as siw sends). Returns the one's complement sum of the FPDU's wire octets (as
-    /// `wire::tcp::checksum::data` gives it).
+    /// `wire::tcp::checksum::data` gives it); 0 when the framer takes no sums
+    /// ([`Framer::with_sums`]).
     pub fn finish(mut self) -> u16 {
         while self.left > 0 {
             let n = self.left.min(64);
@@ -550,7 +609,7 @@ impl<'a> FpduWriter<'a> {
         if self.deferred() {
             // One pass over the FPDU's octets so far (markers included, as the CRC covers
             // them), then the CRC field's words by hand.
-            let (crc, sum) = kernels::crc32c_sum(0, &self.out[self.base..]);
+            let (crc, sum) = self.crc_and_sum(0, &self.out[self.base..]);
             self.crc = crc;
             self.sum = sum;
         } else {
@@ -567,8 +626,10 @@ impl<'a> FpduWriter<'a> {
             // multiple of four from the marker origin): it goes in as content does, and
             // the octets from the field on are summed in one more small pass.
             self.content(&crc_field);
-            let (_, sum) = kernels::crc32c_sum(0, &self.out[self.base + at..]);
-            self.add_sum(at, sum);
+            if self.sums {
+                let (_, sum) = kernels::crc32c_sum(0, &self.out[self.base + at..]);
+                self.add_sum(at, sum);
+            }
         } else {
             // Without markers the field sits at a multiple of four from the FPDU's start:
             // its words add to the sum as they are. The CRC does not cover it.
@@ -582,7 +643,11 @@ impl<'a> FpduWriter<'a> {
         debug_assert_eq!(self.out.len() - self.base, self.layout.wire_len);
         *self.framer_pos = self.layout.end();
         self.finished = true;
-        kernels::fold_sum(self.sum)
+        if self.sums {
+            kernels::fold_sum(self.sum)
+        } else {
+            0
+        }
     }
 }
 
@@ -843,11 +908,14 @@ mod tests {
                     let head = len.min(7);
                     let mut w = b.writer(len, &mut got).unwrap();
                     w.put(&ulpdu[..head]);
-                    w.put_with(len - head, |off, n, out, crc| {
+                    w.put_with(len - head, |off, n, out, pass| {
                         let src = &ulpdu[head + off..head + off + n];
-                        Ok::<_, ()>(match crc {
-                            Some(crc) => fastpath::kernels::append_crc32c_sum(out, src, crc),
-                            None => {
+                        Ok::<_, ()>(match pass {
+                            CopyPass::CrcSum(crc) => {
+                                fastpath::kernels::append_crc32c_sum(out, src, crc)
+                            }
+                            CopyPass::Crc(_) => panic!("sums are taken"),
+                            CopyPass::Copy => {
                                 out.extend_from_slice(src);
                                 (0, 0)
                             }
@@ -859,6 +927,32 @@ mod tests {
                     assert_eq!(&got[3..], &want[..], "{mode:?} {start} {len}");
                     assert_eq!(sum_b, sum_a);
                     assert_eq!(a.stream_offset(), b.stream_offset());
+                    // Without sums (a port that fills TCP checksums): the same octets,
+                    // from a slice and from a source, and no source is asked for a sum.
+                    let mut c = Framer::at_offset(mode, start).with_sums(false);
+                    assert!(!c.takes_sums());
+                    let mut plain = Vec::new();
+                    assert_eq!(c.frame_vectored(&[&ulpdu], &mut plain).unwrap(), 0);
+                    assert_eq!(plain, want, "no sums: {mode:?} {start} {len}");
+                    let mut c = Framer::at_offset(mode, start).with_sums(false);
+                    let mut got = Vec::new();
+                    let mut w = c.writer(len, &mut got).unwrap();
+                    w.put_with(len, |off, n, out, pass| {
+                        let src = &ulpdu[off..off + n];
+                        Ok::<_, ()>(match pass {
+                            CopyPass::Crc(crc) => {
+                                (fastpath::kernels::append_crc32c(out, src, crc), 0)
+                            }
+                            CopyPass::CrcSum(_) => panic!("no sums are taken"),
+                            CopyPass::Copy => {
+                                out.extend_from_slice(src);
+                                (0, 0)
+                            }
+                        })
+                    })
+                    .unwrap();
+                    assert_eq!(w.finish(), 0);
+                    assert_eq!(got, want, "no sums, from a source: {mode:?} {start} {len}");
                 }
             }
         }
