@@ -176,6 +176,12 @@ pub fn render(s: &Snapshot, port: &str) -> String {
         k.fpdus_sent,
     );
     metric(
+        "mpa_records_sent_total",
+        c,
+        "TCP records the FPDUs were queued in (small FPDUs share one).",
+        k.records_sent,
+    );
+    metric(
         "tcp_tx_failures_total",
         c,
         "Segments the port or ARP could not take.",

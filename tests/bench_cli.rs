@@ -175,6 +175,34 @@ fn faults_verify_and_post_lists() {
         c["tail_loss_probe_repairs"].as_u64().unwrap() <= c["tail_loss_probes"].as_u64().unwrap(),
         "{c}"
     );
+    // Small messages: many FPDUs share each TCP record, and each record is still sent,
+    // lost, resent and placed whole.
+    for (test, markers) in [("send-bw", false), ("write-bw", true), ("read-bw", false)] {
+        let mut args = vec![
+            test,
+            "-n",
+            "20000",
+            "-s",
+            "24",
+            "--verify",
+            "--loss",
+            "0.02",
+            "--reorder",
+            "0.02",
+            "--duplicate",
+            "0.02",
+            "--resegment",
+            "0.05",
+            "--corrupt",
+            "0.01",
+        ];
+        if markers {
+            args.push("--markers");
+        }
+        let r = json(&args);
+        assert_eq!(r["verify"]["wrong_octets"], 0, "{test}");
+        assert_eq!(r["verify"]["verified_octets"], 20000 * 24, "{test}");
+    }
     let r = json(&["send-bw", "-n", "400", "-t", "32", "-l", "8", "--verify"]);
     assert_eq!(r["params"]["post_list"], 8);
     assert_eq!(r["verify"]["verified_octets"], 400 * 65536);

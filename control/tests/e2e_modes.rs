@@ -364,3 +364,82 @@ fn a_terminate_is_on_both_queue_pairs() {
         Err(PostError::QpError)
     );
 }
+
+/// Small messages posted together share TCP records (whole FPDUs, each record within one
+/// segment), with and without markers, and every octet arrives, in order; a big
+/// message's FPDUs take a record each.
+#[test]
+fn small_fpdus_share_records() {
+    for markers in [false, true] {
+        let mut env = Env::perfect();
+        let (i, r) = configs(Mode {
+            markers,
+            crc: true,
+            enhanced: true,
+            rtr: None,
+        });
+        let conn = connect(&mut env, i, r, AcceptParams::default(), |env, a, b| {
+            send_and_check(env, a, b, b"first", 1000)
+        })
+        .unwrap();
+        let (a, b) = (&conn.a, &conn.b);
+        const N: usize = 200;
+        const SLOT: usize = 40;
+        let len = |k: usize| 1 + k % SLOT;
+        let src = a.pd.reg_mr(N * SLOT, Access::LOCAL_WRITE).unwrap();
+        let dst = b.pd.reg_mr(N * SLOT, Access::LOCAL_WRITE).unwrap();
+        for k in 0..N {
+            src.write(k * SLOT, &pattern(k as u64, SLOT)).unwrap();
+            b.qp.post_recv(RecvWr {
+                wr_id: k as u64,
+                local: dst.sge((k * SLOT) as u64, SLOT as u32),
+            })
+            .unwrap();
+        }
+        env.pump();
+        let before = env.pair.core_a.stats();
+        for k in 0..N {
+            a.qp.post_send(SendWr {
+                wr_id: k as u64,
+                op: SendOp::Send,
+                local: src.sge((k * SLOT) as u64, len(k) as u32),
+                signaled: true,
+            })
+            .unwrap();
+        }
+        for k in 0..N {
+            let c = env.completion("receive", &b.cq);
+            assert_eq!(
+                (c.wr_id, c.status, c.byte_len as usize),
+                (k as u64, WcStatus::Success, len(k)),
+                "markers {markers}"
+            );
+            let mut got = vec![0; len(k)];
+            dst.read(k * SLOT, &mut got).unwrap();
+            assert_eq!(got, pattern(k as u64, SLOT)[..len(k)], "message {k}");
+        }
+        for k in 0..N {
+            let c = env.completion("send completion", &a.cq);
+            assert_eq!((c.wr_id, c.status), (k as u64, WcStatus::Success));
+        }
+        let after = env.pair.core_a.stats();
+        let fpdus = after.fpdus_sent - before.fpdus_sent;
+        let records = after.records_sent - before.records_sent;
+        assert!(fpdus >= N as u64, "{fpdus}");
+        // About 25 Sends of 18 + 20 octets fit a 1448-octet segment.
+        assert!(
+            records * 10 <= fpdus,
+            "markers {markers}: {records} records for {fpdus} FPDUs"
+        );
+        let a_tcp = env.pair.core_a.alignment();
+        assert_eq!(a_tcp.new_split, 0, "every segment holds whole FPDUs");
+        // One 64 KiB Write: full-size FPDUs, a record each.
+        let before = env.pair.core_a.stats();
+        write_and_check(&mut env, a, b, &pattern(7, 65536), 5000);
+        let after = env.pair.core_a.stats();
+        assert_eq!(
+            after.records_sent - before.records_sent,
+            after.fpdus_sent - before.fpdus_sent
+        );
+    }
+}

@@ -112,6 +112,9 @@ pub struct CoreStats {
     pub fpdus_placed_early: u64,
     /// FPDUs queued to TCP.
     pub fpdus_sent: u64,
+    /// TCP records they were queued in (what TCP sends and retransmits whole): fewer than
+    /// `fpdus_sent` when small FPDUs share one.
+    pub records_sent: u64,
     /// Segments TCP emitted that the port or ARP could not take.
     pub tx_failures: u64,
     /// Connections accepted (passive opens that reached ESTABLISHED).
@@ -153,6 +156,7 @@ impl CoreStats {
         self.fpdus_received += o.fpdus_received;
         self.fpdus_placed_early += o.fpdus_placed_early;
         self.fpdus_sent += o.fpdus_sent;
+        self.records_sent += o.records_sent;
         self.tx_failures += o.tx_failures;
         self.accepted += o.accepted;
         self.connected += o.connected;
@@ -1599,20 +1603,50 @@ fn run_qp(f: &mut FpduConn, tcp: &mut Connection, stats: &mut CoreStats) -> usiz
     f.rings.rearm_doorbell();
     let mut work = take_work_requests(f);
     let max = f.mulpdu;
-    while f.qp.has_tx() && tcp.send_space() >= f.framer.wire_len(max) {
+    // A record (what TCP retransmits and puts whole in a segment) takes several FPDUs
+    // when they are small: as many as there are now that fit one segment together, each
+    // whole. Big ULPDUs take a record each, as before.
+    let emss = tcp.emss();
+    let mut failed = false;
+    while !failed && f.qp.has_tx() {
+        let Some(mut next) = f.qp.next_ulpdu_len(max) else {
+            break;
+        };
+        if tcp.send_space() < f.framer.wire_len(next) {
+            break;
+        }
         // The record is built in a recycled buffer, in one pass over its octets: the QP
-        // writes the ULPDU through the framer, which copies the payload from registered
+        // writes each ULPDU through the framer, which copies the payload from registered
         // memory while it takes the CRC32c and, unless the port fills TCP checksums, the
         // one's complement sum (for the TCP checksum), with the markers in between.
         let mut rec = tcp.take_buffer();
-        let sum = match f.qp.poll_fpdu(max, &mut f.framer, &mut rec) {
-            Ok(Some(sum)) => sum,
-            Ok(None) => break,
-            Err(_) => {
-                f.qp.on_llp_error(TermError::Llp(MpaErrorCode::LocalCatastrophic));
+        let mut sum = 0u16;
+        loop {
+            // With `next` as the limit, the QP writes exactly the ULPDU it announced.
+            let at = rec.len();
+            match f.qp.poll_fpdu(next, &mut f.framer, &mut rec) {
+                Ok(Some(s)) => sum = wire::tcp::checksum::combine(sum, s, at),
+                Ok(None) => break,
+                Err(_) => {
+                    f.qp.on_llp_error(TermError::Llp(MpaErrorCode::LocalCatastrophic));
+                    failed = true;
+                    break;
+                }
+            }
+            stats.fpdus_sent += 1;
+            work += 1;
+            let Some(n) = f.qp.next_ulpdu_len(max) else {
+                break;
+            };
+            let len = rec.len() + f.framer.wire_len(n);
+            if len > emss || len > tcp.send_space() {
                 break;
             }
-        };
+            next = n;
+        }
+        if rec.is_empty() {
+            break;
+        }
         let queued = if f.framer.takes_sums() {
             tcp.send_fpdu_with_sum(rec, sum)
         } else {
@@ -1623,8 +1657,7 @@ fn run_qp(f: &mut FpduConn, tcp: &mut Connection, stats: &mut CoreStats) -> usiz
             // TCP events.
             break;
         }
-        stats.fpdus_sent += 1;
-        work += 1;
+        stats.records_sent += 1;
     }
     f.cq_blocked = false;
     if f.qp.has_completion() || !f.cq_send.is_empty() || !f.cq_recv.is_empty() {

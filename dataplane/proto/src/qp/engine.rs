@@ -371,6 +371,17 @@ enum TxKind {
     ReadResponse { stag: u32, to: u64 },
 }
 
+impl TxKind {
+    /// DDP and RDMAP header octets of each of its ULPDUs (a Read Request's whole ULPDU).
+    fn header_len(&self) -> usize {
+        match self {
+            TxKind::Send { .. } => UNTAGGED_HEADER_LEN,
+            TxKind::ReadRequest => UNTAGGED_HEADER_LEN + READ_REQUEST_LEN,
+            _ => TAGGED_HEADER_LEN,
+        }
+    }
+}
+
 /// The message being segmented.
 #[derive(Debug)]
 struct TxMsg {
@@ -745,6 +756,35 @@ impl Qp {
             && (self.cur.is_some() || !self.irq.is_empty() || self.sq_head_ready())
     }
 
+    /// The length of the ULPDU [`Qp::poll_fpdu`] (or [`Qp::poll_ulpdu`]) with `max_ulpdu`
+    /// would write next, if it would write one now; it picks the next message to segment
+    /// as they do. With a `max_ulpdu` of exactly this length they write that very ULPDU:
+    /// what lets a caller put several small FPDUs in one TCP record only when each fits.
+    pub fn next_ulpdu_len(&mut self, max_ulpdu: usize) -> Option<usize> {
+        if let Some(t) = &self.term_pending {
+            return (t.len() <= max_ulpdu).then_some(t.len());
+        }
+        if self.state != QpState::Rts {
+            return None;
+        }
+        if self.cur.is_none() {
+            self.start_next();
+        }
+        let m = self.cur.as_ref()?;
+        let hlen = m.kind.header_len();
+        if max_ulpdu < hlen {
+            return None;
+        }
+        if matches!(m.kind, TxKind::ReadRequest) {
+            return Some(hlen);
+        }
+        let remaining = m.len - m.sent;
+        if remaining > 0 && max_ulpdu <= hlen {
+            return None;
+        }
+        Some(hlen + remaining.min(max_ulpdu - hlen))
+    }
+
     /// Picks the next message to segment.
     fn start_next(&mut self) {
         let rresp = !self.irq.is_empty();
@@ -888,11 +928,7 @@ impl Qp {
     /// Writes one segment of `m`; false if `max_ulpdu` is too small or the source region
     /// went away (then the queue pair is failing).
     fn emit(&mut self, m: &mut TxMsg, max_ulpdu: usize, sink: &mut impl UlpduSink) -> bool {
-        let hlen = match m.kind {
-            TxKind::Send { .. } => UNTAGGED_HEADER_LEN,
-            TxKind::ReadRequest => UNTAGGED_HEADER_LEN + READ_REQUEST_LEN,
-            _ => TAGGED_HEADER_LEN,
-        };
+        let hlen = m.kind.header_len();
         if max_ulpdu < hlen {
             return false;
         }
@@ -976,15 +1012,15 @@ impl Qp {
             }
             TxKind::ReadRequest => {}
         }
-        if n > 0 {
-            if let Some(mr) = m.mr.clone() {
-                if sink.put_region(&mr, m.off + m.sent, n).is_err() {
-                    // The source's memory went away between the check above and the copy
-                    // (revoked by a deregistration): fail as for an invalid source.
-                    self.source_gone(m);
-                    return false;
-                }
-            }
+        let copied = match &m.mr {
+            Some(mr) if n > 0 => sink.put_region(mr, m.off + m.sent, n).is_ok(),
+            _ => true,
+        };
+        if !copied {
+            // The source's memory went away between the check above and the copy
+            // (revoked by a deregistration): fail as for an invalid source.
+            self.source_gone(m);
+            return false;
         }
         m.sent += n;
         self.stats.tx_ulpdus += 1;

@@ -25,6 +25,9 @@ struct Pair {
     /// With markers: each direction's MPA stream (A to B, then B to A), through which the
     /// ULPDUs go as FPDUs, delivered where they arrive ([`Qp::on_ulpdu_runs`]).
     marked: Option<[MarkedLink; 2]>,
+    /// Each ULPDU is asked for with exactly the length [`Qp::next_ulpdu_len`] announces
+    /// (as the core does to put several in one record), which must be what it gets.
+    predict: bool,
 }
 
 /// One direction's FPDU stream, markers and CRC on.
@@ -91,6 +94,7 @@ fn pair_with(a: QpConfig, b: QpConfig) -> Pair {
         a_to_b: Vec::new(),
         b_to_a: Vec::new(),
         marked: None,
+        predict: false,
     }
 }
 
@@ -101,7 +105,7 @@ impl Pair {
         loop {
             let mut moved = false;
             buf.clear();
-            while self.a.qp.poll_ulpdu(mulpdu, &mut buf) {
+            while poll(&mut self.a.qp, self.predict, mulpdu, &mut buf) {
                 assert!(buf.len() <= mulpdu);
                 match &mut self.marked {
                     Some([ab, _]) => ab.carry(&buf, &mut self.b.qp),
@@ -113,7 +117,7 @@ impl Pair {
                 buf.clear();
                 moved = true;
             }
-            while self.b.qp.poll_ulpdu(mulpdu, &mut buf) {
+            while poll(&mut self.b.qp, self.predict, mulpdu, &mut buf) {
                 assert!(buf.len() <= mulpdu);
                 match &mut self.marked {
                     Some([_, ba]) => ba.carry(&buf, &mut self.a.qp),
@@ -130,6 +134,23 @@ impl Pair {
             }
         }
     }
+}
+
+/// `qp.poll_ulpdu(mulpdu, buf)`, or with `predict` with the length
+/// [`Qp::next_ulpdu_len`] announces, checking it gets exactly that.
+fn poll(qp: &mut Qp, predict: bool, mulpdu: usize, buf: &mut Vec<u8>) -> bool {
+    if !predict {
+        return qp.poll_ulpdu(mulpdu, buf);
+    }
+    let Some(len) = qp.next_ulpdu_len(mulpdu) else {
+        assert!(!qp.poll_ulpdu(mulpdu, &mut Vec::new()), "nothing announced");
+        return false;
+    };
+    assert!(len <= mulpdu);
+    assert_eq!(qp.next_ulpdu_len(mulpdu), Some(len), "announced again");
+    assert!(qp.poll_ulpdu(len, buf));
+    assert_eq!(buf.len(), len);
+    true
 }
 
 fn completions(qp: &mut Qp) -> Vec<Completion> {
@@ -1187,13 +1208,14 @@ proptest! {
     /// With markers (`origin`), every ULPDU goes through an FPDU stream and is placed from
     /// between its markers.
     #[test]
-    fn random_operations_round_trip(ops in proptest::collection::vec(arb_op(), 1..12), mulpdu in 60usize..2000, ord in 1u16..4, origin in proptest::option::of((0u64..1024, 0u64..1024))) {
+    fn random_operations_round_trip(ops in proptest::collection::vec(arb_op(), 1..12), mulpdu in 60usize..2000, ord in 1u16..4, origin in proptest::option::of((0u64..1024, 0u64..1024)), predict in any::<bool>()) {
         let mut ca = cfg(1);
         ca.ord = ord;
         let mut cb = cfg(2);
         cb.ird = ord;
         let mut p = pair_with(ca, cb);
         p.marked = origin.map(|(ab, ba)| [MarkedLink::new(ab), MarkedLink::new(ba)]);
+        p.predict = predict;
         const SLOT: usize = 8192;
         let n = ops.len();
         let a_src = reg(&p.a, 0, SLOT * n, Access::LOCAL_WRITE);
