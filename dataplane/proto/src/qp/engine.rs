@@ -382,6 +382,15 @@ impl TxKind {
     }
 }
 
+/// What writing one ULPDU of the current message came to.
+enum Emit {
+    Sent,
+    /// Nothing written: the limit is too small for it.
+    NotNow,
+    /// The message's source region is gone (invalidated, deregistered): it fails.
+    SourceGone,
+}
+
 /// The message being segmented.
 #[derive(Debug)]
 struct TxMsg {
@@ -910,41 +919,69 @@ impl Qp {
         if self.cur.is_none() {
             self.start_next();
         }
-        let Some(mut m) = self.cur.take() else {
+        // The message is segmented where it is, not moved out and back for each ULPDU.
+        let Some(m) = self.cur.as_mut() else {
             return false;
         };
-        let sent = self.emit(&mut m, max_ulpdu, sink);
-        if sent && matches!(m.kind, TxKind::ReadRequest) {
-            // `emit` moved it to the outstanding Reads.
-            self.last_was_rresp = false;
-        } else if sent && m.sent >= m.len {
-            self.message_sent(m);
-        } else if self.state == QpState::Rts {
-            self.cur = Some(m);
+        let emitted = Self::emit(
+            m,
+            max_ulpdu,
+            sink,
+            &mut self.tx_msn,
+            &mut self.scratch,
+            &mut self.out_reads,
+            &mut self.stats,
+        );
+        match emitted {
+            Emit::NotNow => false,
+            Emit::SourceGone => {
+                if let Some(m) = self.cur.take() {
+                    self.source_gone(m.kind, m.seq);
+                }
+                false
+            }
+            Emit::Sent => {
+                if matches!(m.kind, TxKind::ReadRequest) {
+                    // `emit` moved it to the outstanding Reads.
+                    self.cur = None;
+                    self.last_was_rresp = false;
+                } else if m.sent >= m.len {
+                    let (kind, seq) = (m.kind, m.seq);
+                    self.cur = None;
+                    self.message_sent(kind, seq);
+                }
+                true
+            }
         }
-        sent
     }
 
-    /// Writes one segment of `m`; false if `max_ulpdu` is too small or the source region
-    /// went away (then the queue pair is failing).
-    fn emit(&mut self, m: &mut TxMsg, max_ulpdu: usize, sink: &mut impl UlpduSink) -> bool {
+    /// Writes one segment of `m` (the current message).
+    fn emit(
+        m: &mut TxMsg,
+        max_ulpdu: usize,
+        sink: &mut impl UlpduSink,
+        tx_msn: &mut [u32; 3],
+        scratch: &mut Vec<u8>,
+        out_reads: &mut VecDeque<OutRead>,
+        stats: &mut QpStats,
+    ) -> Emit {
         let hlen = m.kind.header_len();
         if max_ulpdu < hlen {
-            return false;
+            return Emit::NotNow;
         }
         if let TxKind::ReadRequest = m.kind {
             let (Some(wr), Some(seq)) = (m.wr, m.seq) else {
-                return false;
+                return Emit::NotNow;
             };
             let SendOp::Read {
                 remote_stag,
                 remote_to,
             } = wr.op
             else {
-                return false;
+                return Emit::NotNow;
             };
-            let msn = self.tx_msn[1];
-            self.tx_msn[1] = msn.wrapping_add(1);
+            let msn = tx_msn[1];
+            tx_msn[1] = msn.wrapping_add(1);
             let req = ReadRequest {
                 sink_stag: wr.local.stag,
                 sink_to: wr.local.to,
@@ -952,32 +989,31 @@ impl Qp {
                 source_stag: remote_stag,
                 source_to: remote_to,
             };
-            self.scratch.clear();
-            rdmap::append_read_request_ulpdu(&mut self.scratch, msn, &req);
-            sink.begin(self.scratch.len());
-            sink.put(&self.scratch);
-            self.out_reads.push_back(OutRead {
+            scratch.clear();
+            rdmap::append_read_request_ulpdu(scratch, msn, &req);
+            sink.begin(scratch.len());
+            sink.put(scratch);
+            out_reads.push_back(OutRead {
                 seq,
                 sink_mr: m.mr.take(),
                 sink_stag: wr.local.stag,
                 sink_to: wr.local.to,
                 len: u64::from(wr.local.len),
             });
-            self.stats.tx_ulpdus += 1;
-            self.stats.tx_messages += 1;
-            return true;
+            stats.tx_ulpdus += 1;
+            stats.tx_messages += 1;
+            return Emit::Sent;
         }
         let remaining = m.len - m.sent;
         if remaining > 0 && max_ulpdu <= hlen {
-            return false;
+            return Emit::NotNow;
         }
         let n = remaining.min(max_ulpdu - hlen);
         let last = m.sent + n == m.len;
         if let Some(mr) = &m.mr {
             if !mr.is_valid() {
                 // The local source was invalidated or deregistered under us.
-                self.source_gone(m);
-                return false;
+                return Emit::SourceGone;
             }
         }
         // Offsets fit u32 (lengths are u32); MO of a Send and TO of tagged segments.
@@ -1019,20 +1055,19 @@ impl Qp {
         if !copied {
             // The source's memory went away between the check above and the copy
             // (revoked by a deregistration): fail as for an invalid source.
-            self.source_gone(m);
-            return false;
+            return Emit::SourceGone;
         }
         m.sent += n;
-        self.stats.tx_ulpdus += 1;
-        self.stats.tx_payload_octets += n as u64;
-        true
+        stats.tx_ulpdus += 1;
+        stats.tx_payload_octets += n as u64;
+        Emit::Sent
     }
 
     /// The local source of `m` was invalidated or deregistered under us: its work request
     /// completes in error and the stream fails (a Read Response's source: the peer's
     /// Read named an STag that is gone).
-    fn source_gone(&mut self, m: &TxMsg) {
-        let (err, inv) = match m.kind {
+    fn source_gone(&mut self, kind: TxKind, seq: Option<u64>) {
+        let (err, inv) = match kind {
             TxKind::ReadResponse { .. } => (
                 TermError::from(RemoteProtectionError::InvalidStag),
                 Involved::None,
@@ -1042,22 +1077,22 @@ impl Qp {
                 Involved::None,
             ),
         };
-        if let Some(seq) = m.seq {
+        if let Some(seq) = seq {
             self.finish_slot(seq, WcStatus::LocalProtectionError, Some(err));
         }
         self.fail(err, None, inv);
     }
 
-    fn message_sent(&mut self, m: TxMsg) {
+    fn message_sent(&mut self, kind: TxKind, seq: Option<u64>) {
         self.stats.tx_messages += 1;
-        match m.kind {
+        match kind {
             TxKind::ReadResponse { .. } => {
                 self.stats.read_responses_sent += 1;
                 self.last_was_rresp = true;
             }
             _ => {
                 self.last_was_rresp = false;
-                if let Some(seq) = m.seq {
+                if let Some(seq) = seq {
                     self.finish_slot(seq, WcStatus::Success, None);
                 }
             }
