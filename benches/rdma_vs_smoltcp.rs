@@ -17,6 +17,9 @@
 //!   run. Informational, no target: it shows the cost per octet without the two threads'
 //!   scheduling (on a machine with fewer free CPUs than busy threads the two-thread figure
 //!   mostly measures the scheduler).
+//! * `write-lat 8B p50, one thread`: the same ping-pong with both nodes' cores and both
+//!   consumers on one thread, against smoltcp's one-thread p50. Informational: the
+//!   stack's own cost per half round trip, without two threads' hand-offs.
 //!
 //! The smoltcp reference is measured both with one thread driving both sides and with one
 //! thread per side; the faster of the two is the reference (both are printed). Its
@@ -114,7 +117,35 @@ fn iwarp_bw(mtu: usize, bytes: u64) -> Result<f64, String> {
 
 /// iWARP write-bw with both cores driven by the calling thread (no other thread), in
 /// octets/s: 64 KiB RDMA Writes, MPA CRC on, 128 in flight, every completion checked.
-fn iwarp_bw_one_thread(mtu: usize, bytes: u64) -> Result<f64, String> {
+/// Two nodes connected (client-server, CRC on) with both cores driven by the caller's
+/// thread: the pieces of a one-thread run.
+struct OneThread {
+    pair: embedded::Pair,
+    pd_a: control::verbs::Pd,
+    pd_b: control::verbs::Pd,
+    cq_a: control::verbs::Cq,
+    qp_a: control::verbs::QueuePair,
+    qp_b: control::verbs::QueuePair,
+    deadline: Instant,
+    pumps: u64,
+}
+
+impl OneThread {
+    /// One poll of each core; the deadline is checked every 1024 pumps (a clock reading
+    /// on every pump would be part of what a latency run measures).
+    fn pump(&mut self) -> Result<(), String> {
+        self.pair.core_a.poll();
+        self.pair.core_b.poll();
+        self.pumps += 1;
+        if self.pumps % 1024 == 0 && Instant::now() > self.deadline {
+            Err("one-thread run stalled".into())
+        } else {
+            Ok(())
+        }
+    }
+}
+
+fn one_thread(mtu: usize) -> Result<OneThread, String> {
     let wire = WireConfig::default().with_mtu(mtu);
     let mut pair =
         embedded::pair(wire.clone(), wire, embedded::tcp_config(mtu)).map_err(|e| e.to_string())?;
@@ -189,6 +220,26 @@ fn iwarp_bw_one_thread(mtu: usize, bytes: u64) -> Result<f64, String> {
             None => {}
         }
     }
+    Ok(OneThread {
+        pair,
+        pd_a,
+        pd_b,
+        cq_a,
+        qp_a,
+        qp_b,
+        deadline,
+        pumps: 0,
+    })
+}
+
+fn iwarp_bw_one_thread(mtu: usize, bytes: u64) -> Result<f64, String> {
+    let mut t = one_thread(mtu)?;
+    let (pd_a, pd_b, qp_a, cq_a) = (
+        t.pd_a.clone(),
+        t.pd_b.clone(),
+        t.qp_a.clone(),
+        t.cq_a.clone(),
+    );
     let src = pd_a
         .reg_mr(CHUNK, Access::LOCAL_WRITE)
         .map_err(|e| e.to_string())?;
@@ -215,7 +266,7 @@ fn iwarp_bw_one_thread(mtu: usize, bytes: u64) -> Result<f64, String> {
             }
             posted += 1;
         }
-        pump(&mut pair)?;
+        t.pump()?;
         wcs.clear();
         cq_a.poll(&mut wcs, 256);
         for c in &wcs {
@@ -241,6 +292,53 @@ fn iwarp_lat(iters: u64) -> Result<Histogram<u64>, String> {
         .pop()
         .map(|(_, h)| h)
         .ok_or_else(|| "the run returned no latency histogram".to_string())
+}
+
+/// iWARP write-lat of 8 octets with both nodes' cores and both consumers on one thread
+/// (ns, half the round trip): the cost of the stack without two threads' hand-offs.
+fn iwarp_lat_one_thread(iters: u64) -> Result<Histogram<u64>, String> {
+    let mut t = one_thread(1500)?;
+    let e = |e: control::verbs::MrError| e.to_string();
+    let remote = Access::LOCAL_WRITE | Access::REMOTE_WRITE;
+    let (a_in, b_in) = (
+        t.pd_a.reg_mr(LAT_MSG, remote).map_err(e)?,
+        t.pd_b.reg_mr(LAT_MSG, remote).map_err(e)?,
+    );
+    let (a_out, b_out) = (
+        t.pd_a.reg_mr(LAT_MSG, Access::LOCAL_WRITE).map_err(e)?,
+        t.pd_b.reg_mr(LAT_MSG, Access::LOCAL_WRITE).map_err(e)?,
+    );
+    let write = |to: &control::verbs::Mr, from: &control::verbs::Mr| SendWr {
+        wr_id: 0,
+        op: SendOp::Write {
+            remote_stag: to.key(),
+            remote_to: to.base_to(),
+        },
+        local: from.sge(0, LAT_MSG as u32),
+        signaled: false,
+    };
+    let mut h = Histogram::<u64>::new(3).map_err(|e| e.to_string())?;
+    for i in 0..iters {
+        // The last octet tells each message from the one before.
+        let v = [(i % 255 + 1) as u8; LAT_MSG];
+        a_out.write(0, &v).map_err(e)?;
+        b_out.write(0, &v).map_err(e)?;
+        let started = Instant::now();
+        t.qp_a
+            .post_send(write(&b_in, &a_out))
+            .map_err(|e| e.to_string())?;
+        while b_in.region().load_u8_acquire(LAT_MSG - 1) != Some(v[0]) {
+            t.pump()?;
+        }
+        t.qp_b
+            .post_send(write(&a_in, &b_out))
+            .map_err(|e| e.to_string())?;
+        while a_in.region().load_u8_acquire(LAT_MSG - 1) != Some(v[0]) {
+            t.pump()?;
+        }
+        let _ = h.record(started.elapsed().as_nanos() as u64 / 2);
+    }
+    Ok(h)
 }
 
 /// The smoltcp reference latency: both drives, the one with the lower p50 first.
@@ -360,6 +458,25 @@ fn main() {
             println!("write-lat {LAT_MSG}B p50: {}", smol(0.5, s50));
             println!("write-lat {LAT_MSG}B p99.9: {}", smol(0.999, s999));
         }
+    }
+    let smol_one = if best.drive == Drive::OneThread {
+        &best
+    } else {
+        &other
+    };
+    match iwarp_lat_one_thread(plan.lat_iters) {
+        Ok(h) => {
+            let (ours, theirs) = (
+                us(h.value_at_quantile(0.5)),
+                us(smol_one.histogram.value_at_quantile(0.5)),
+            );
+            println!(
+                "write-lat {LAT_MSG}B p50, one thread: iwarp {ours:.2} us  smoltcp {theirs:.2} us \
+                 (1 thread)  ratio {:.2} (informational)",
+                ours / theirs
+            );
+        }
+        Err(e) => println!("write-lat {LAT_MSG}B, one thread: iwarp FAILED ({e})"),
     }
     println!("total time {:.1} s", started.elapsed().as_secs_f64());
 }
