@@ -115,8 +115,6 @@ fn iwarp_bw(mtu: usize, bytes: u64) -> Result<f64, String> {
     }
 }
 
-/// iWARP write-bw with both cores driven by the calling thread (no other thread), in
-/// octets/s: 64 KiB RDMA Writes, MPA CRC on, 128 in flight, every completion checked.
 /// Two nodes connected (client-server, CRC on) with both cores driven by the caller's
 /// thread: the pieces of a one-thread run.
 struct OneThread {
@@ -137,7 +135,7 @@ impl OneThread {
         self.pair.core_a.poll();
         self.pair.core_b.poll();
         self.pumps += 1;
-        if self.pumps % 1024 == 0 && Instant::now() > self.deadline {
+        if self.pumps.is_multiple_of(1024) && Instant::now() > self.deadline {
             Err("one-thread run stalled".into())
         } else {
             Ok(())
@@ -145,6 +143,7 @@ impl OneThread {
     }
 }
 
+/// Connects two nodes over an in-memory link of `mtu` for a one-thread run.
 fn one_thread(mtu: usize) -> Result<OneThread, String> {
     let wire = WireConfig::default().with_mtu(mtu);
     let mut pair =
@@ -232,6 +231,8 @@ fn one_thread(mtu: usize) -> Result<OneThread, String> {
     })
 }
 
+/// iWARP write-bw with both cores driven by the calling thread (no other thread), in
+/// octets/s: 64 KiB RDMA Writes, MPA CRC on, 128 in flight, every completion checked.
 fn iwarp_bw_one_thread(mtu: usize, bytes: u64) -> Result<f64, String> {
     let mut t = one_thread(mtu)?;
     let (pd_a, pd_b, qp_a, cq_a) = (

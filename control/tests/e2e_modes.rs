@@ -370,8 +370,29 @@ fn a_terminate_is_on_both_queue_pairs() {
 /// message's FPDUs take a record each.
 #[test]
 fn small_fpdus_share_records() {
+    small_fpdus_in_records(None);
+}
+
+/// With a peer whose window is smaller than a segment, records of several FPDUs are kept
+/// to half of it: none has to be split across segments, and everything arrives.
+#[test]
+fn small_fpdus_share_records_within_a_small_window() {
+    small_fpdus_in_records(Some(1200));
+}
+
+fn small_fpdus_in_records(window: Option<usize>) {
     for markers in [false, true] {
-        let mut env = Env::perfect();
+        let mut env = match window {
+            None => Env::perfect(),
+            Some(w) => {
+                let mut tcp = control::embedded::tcp_config(1500);
+                tcp.recv_buffer = w;
+                let wire = dataplane::port::mem::WireConfig::default();
+                Env {
+                    pair: control::embedded::pair(wire.clone(), wire, tcp).unwrap(),
+                }
+            }
+        };
         let (i, r) = configs(Mode {
             markers,
             crc: true,
@@ -426,9 +447,10 @@ fn small_fpdus_share_records() {
         let fpdus = after.fpdus_sent - before.fpdus_sent;
         let records = after.records_sent - before.records_sent;
         assert!(fpdus >= N as u64, "{fpdus}");
-        // About 25 Sends of 18 + 20 octets fit a 1448-octet segment.
+        // About 25 Sends of 18 + 20 octets fit a 1448-octet segment, 15 half a 1200-octet
+        // window.
         assert!(
-            records * 10 <= fpdus,
+            records * 5 <= fpdus,
             "markers {markers}: {records} records for {fpdus} FPDUs"
         );
         let a_tcp = env.pair.core_a.alignment();

@@ -629,14 +629,17 @@ impl Core {
         work += self.expire_timers(now);
         self.expire_time_wait(now);
         // The active connections; servicing may queue some again (for the next poll).
-        let mut list = std::mem::replace(&mut self.active, std::mem::take(&mut self.active_spare));
-        for t in list.drain(..) {
-            if let Some(c) = self.table.get_mut(t) {
-                c.queued = false;
-                work += self.service(now, t);
+        if !self.active.is_empty() {
+            let mut list =
+                std::mem::replace(&mut self.active, std::mem::take(&mut self.active_spare));
+            for t in list.drain(..) {
+                if let Some(c) = self.table.get_mut(t) {
+                    c.queued = false;
+                    work += self.service(now, t);
+                }
             }
+            self.active_spare = list;
         }
-        self.active_spare = list;
         self.net.flush_tso(&mut *self.port);
         self.port.flush();
         if work == 0 && self.idle_yield > 0 {
@@ -991,6 +994,11 @@ impl Core {
     }
 
     fn receive(&mut self, now: Instant) -> usize {
+        if self.steer.is_none() && self.port.rx_idle() {
+            // Nothing waiting: only what earlier bursts left to send.
+            self.net.transmit_replies(&mut *self.port);
+            return 0;
+        }
         // New connections this burst may take.
         let capacity = if self.outbox.is_empty() {
             self.cfg
@@ -1605,8 +1613,13 @@ fn run_qp(f: &mut FpduConn, tcp: &mut Connection, stats: &mut CoreStats) -> usiz
     let max = f.mulpdu;
     // A record (what TCP retransmits and puts whole in a segment) takes several FPDUs
     // when they are small: as many as there are now that fit one segment together, each
-    // whole. Big ULPDUs take a record each, as before.
-    let emss = tcp.emss();
+    // whole. Big ULPDUs take a record each, as before. A record of several is kept to
+    // half the largest window the peer offered, so that a window too small for it is one
+    // sender SWS avoidance waits out anyway (RFC 9293 3.8.6.2.1): packing never makes TCP
+    // split a record, nor wait where single FPDUs would have gone.
+    let record_max = tcp
+        .emss()
+        .min(usize::try_from(tcp.max_send_window() / 2).unwrap_or(usize::MAX));
     let mut failed = false;
     while !failed && f.qp.has_tx() {
         let Some(mut next) = f.qp.next_ulpdu_len(max) else {
@@ -1621,6 +1634,7 @@ fn run_qp(f: &mut FpduConn, tcp: &mut Connection, stats: &mut CoreStats) -> usiz
         // one's complement sum (for the TCP checksum), with the markers in between.
         let mut rec = tcp.take_buffer();
         let mut sum = 0u16;
+        let mut fpdus = 0u64;
         loop {
             // With `next` as the limit, the QP writes exactly the ULPDU it announced.
             let at = rec.len();
@@ -1633,13 +1647,12 @@ fn run_qp(f: &mut FpduConn, tcp: &mut Connection, stats: &mut CoreStats) -> usiz
                     break;
                 }
             }
-            stats.fpdus_sent += 1;
-            work += 1;
+            fpdus += 1;
             let Some(n) = f.qp.next_ulpdu_len(max) else {
                 break;
             };
             let len = rec.len() + f.framer.wire_len(n);
-            if len > emss || len > tcp.send_space() {
+            if len > record_max || len > tcp.send_space() {
                 break;
             }
             next = n;
@@ -1657,7 +1670,9 @@ fn run_qp(f: &mut FpduConn, tcp: &mut Connection, stats: &mut CoreStats) -> usiz
             // TCP events.
             break;
         }
+        stats.fpdus_sent += fpdus;
         stats.records_sent += 1;
+        work += fpdus as usize;
     }
     f.cq_blocked = false;
     if f.qp.has_completion() || !f.cq_send.is_empty() || !f.cq_recv.is_empty() {

@@ -790,8 +790,9 @@ impl Port for MemPort {
     }
 
     fn rx_burst(&mut self, max: usize, f: &mut dyn FnMut(&[u8])) -> usize {
-        let link = self.link.clone();
-        let dir = &link[1 - self.out];
+        // (Borrowed, not cloned: the link is shared with the other end's thread, and an
+        // `Arc` clone per burst made both threads write its count on every poll.)
+        let dir = &self.link[1 - self.out];
         let limit = self.cfg.mtu + ETHERNET_HEADER_LEN;
         let mut taken = 0usize;
         let mut finished = 0usize;
@@ -854,6 +855,10 @@ impl Port for MemPort {
             dir.delivered.fetch_add(delivered, Ordering::Relaxed);
         }
         taken
+    }
+
+    fn rx_idle(&self) -> bool {
+        self.held.is_empty() && self.link[1 - self.out].queues[self.queue].is_empty()
     }
 
     fn tx_room(&self) -> usize {

@@ -157,6 +157,13 @@ pub trait Port: Send {
         ChecksumOffload::default()
     }
 
+    /// True when the port knows, from a cheap look, that no received frame is waiting, so
+    /// that an idle poll may skip the receive burst; false (the default) when it cannot
+    /// tell without the burst itself.
+    fn rx_idle(&self) -> bool {
+        false
+    }
+
     /// [`Port::rx_burst`] with the device's checksum verdict on each frame. Default:
     /// every frame [`RxChecksum::Unknown`].
     fn rx_burst_checked(&mut self, max: usize, f: &mut dyn FnMut(&[u8], RxChecksum)) -> usize {

@@ -766,28 +766,66 @@ impl Qp {
     }
 
     /// The length of the ULPDU [`Qp::poll_fpdu`] (or [`Qp::poll_ulpdu`]) with `max_ulpdu`
-    /// would write next, if it would write one now; it picks the next message to segment
-    /// as they do. With a `max_ulpdu` of exactly this length they write that very ULPDU:
-    /// what lets a caller put several small FPDUs in one TCP record only when each fits.
-    pub fn next_ulpdu_len(&mut self, max_ulpdu: usize) -> Option<usize> {
+    /// would write next, if there is one to write now (a source region that went away is
+    /// found only when the write is tried). Nothing changes: the next message is looked
+    /// at, not taken. With a `max_ulpdu` of exactly this length they write that very
+    /// ULPDU: what lets a caller put several small FPDUs in one TCP record only when each
+    /// fits.
+    pub fn next_ulpdu_len(&self, max_ulpdu: usize) -> Option<usize> {
         if let Some(t) = &self.term_pending {
             return (t.len() <= max_ulpdu).then_some(t.len());
         }
         if self.state != QpState::Rts {
             return None;
         }
-        if self.cur.is_none() {
-            self.start_next();
-        }
-        let m = self.cur.as_ref()?;
-        let hlen = m.kind.header_len();
+        // The kind and payload octets left of the message `poll_into` would segment.
+        let (kind, remaining) = match &self.cur {
+            Some(m) => (m.kind, m.len - m.sent),
+            None => {
+                let rresp = !self.irq.is_empty();
+                let sq = self.sq_head_ready();
+                // As `start_next` chooses.
+                let take_rresp = match (rresp, sq) {
+                    (true, true) => !self.last_was_rresp,
+                    (r, _) => r,
+                };
+                if take_rresp {
+                    let r = self.irq.front()?;
+                    let kind = TxKind::ReadResponse {
+                        stag: r.sink_stag,
+                        to: r.sink_to,
+                    };
+                    (kind, r.len)
+                } else {
+                    let p = self.sq.front().filter(|_| sq)?;
+                    let kind = match p.wr.op {
+                        SendOp::Write {
+                            remote_stag,
+                            remote_to,
+                        } => TxKind::Write {
+                            stag: remote_stag,
+                            to: remote_to,
+                        },
+                        SendOp::Read { .. } => TxKind::ReadRequest,
+                        // (Which Send and its MSN do not change the header's length.)
+                        _ => TxKind::Send {
+                            opcode: Opcode::Send,
+                            inv: 0,
+                            msn: 0,
+                        },
+                    };
+                    (kind, p.wr.local.len as usize)
+                }
+            }
+        };
+        let hlen = kind.header_len();
         if max_ulpdu < hlen {
             return None;
         }
-        if matches!(m.kind, TxKind::ReadRequest) {
+        if matches!(kind, TxKind::ReadRequest) {
+            // A Read Request is its header alone, whatever the length it asks for.
             return Some(hlen);
         }
-        let remaining = m.len - m.sent;
         if remaining > 0 && max_ulpdu <= hlen {
             return None;
         }

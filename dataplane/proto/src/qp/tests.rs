@@ -1025,6 +1025,38 @@ fn read_response_violations() {
     );
 }
 
+/// Announcing the next ULPDU takes nothing: a request only announced is not started, so
+/// an error flushes it as any other request not started.
+#[test]
+fn announcing_the_next_ulpdu_starts_nothing() {
+    let mut p = pair();
+    let src = reg(&p.a, 0, 64, Access::empty());
+    for _ in 0..2 {
+        p.a.qp.post_send(write_wr(&src, 64, 0x100, 0)).unwrap();
+    }
+    assert_eq!(p.a.qp.next_ulpdu_len(MULPDU), Some(14 + 64));
+    let mut out = Vec::new();
+    assert!(p.a.qp.poll_ulpdu(MULPDU, &mut out)); // the whole first Write
+    for _ in 0..3 {
+        assert_eq!(p.a.qp.next_ulpdu_len(MULPDU), Some(14 + 64));
+    }
+    assert_eq!(p.a.qp.next_ulpdu_len(20), Some(20));
+    assert_eq!(p.a.qp.next_ulpdu_len(14), None);
+    p.a.qp
+        .on_llp_error(TermError::Llp(wire::mpa::MpaErrorCode::CrcMismatch));
+    let st: Vec<_> = completions(&mut p.a.qp)
+        .iter()
+        .map(|c| (c.opcode, c.status))
+        .collect();
+    assert_eq!(
+        st,
+        vec![
+            (WcOpcode::Write, WcStatus::Success),
+            (WcOpcode::Write, WcStatus::Flushed)
+        ]
+    );
+}
+
 #[test]
 fn llp_error_flushes() {
     let mut p = pair();
@@ -1204,7 +1236,6 @@ fn arb_op() -> impl Strategy<Value = Op> {
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(64))]
 
-    #[test]
     /// With markers (`origin`), every ULPDU goes through an FPDU stream and is placed from
     /// between its markers.
     #[test]

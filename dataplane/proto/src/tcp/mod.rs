@@ -392,8 +392,8 @@ pub struct Stats {
     pub dsacks_sent: u64,
     /// Octets the peer reported receiving twice in D-SACK blocks (RFC 2883): needless
     /// retransmissions (a late peer, a spurious timeout or probe) or duplication on the
-    /// path. A D-SACK that comes again in an ACK the path duplicated (the same block and
-    /// TSval) is counted once.
+    /// path. A D-SACK that comes again in an ACK the path duplicated (the same block,
+    /// cumulative ACK and TSval, with timestamps on) is counted once.
     pub dsack_octets: u64,
 }
 

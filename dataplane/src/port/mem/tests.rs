@@ -73,6 +73,31 @@ fn payload_of(i: usize, len: usize) -> Vec<u8> {
     (0..len).map(|j| (i * 31 + j * 7) as u8).collect()
 }
 
+/// `rx_idle` says a frame waits exactly when one was flushed towards the port and not yet
+/// taken, a delayed one included (an idle poll skips the receive burst on its word).
+#[test]
+fn rx_idle_tells_waiting_frames() {
+    let (mut a, mut b) = link(WireConfig::default(), WireConfig::default());
+    assert!(b.rx_idle());
+    assert!(send(&mut a, &numbered(1)));
+    assert!(b.rx_idle(), "not flushed yet");
+    a.flush();
+    assert!(!b.rx_idle());
+    assert!(a.rx_idle(), "the other direction");
+    assert_eq!(drain(&mut b).len(), 1);
+    assert!(b.rx_idle());
+    let slow = WireConfig::default().with_delay(Duration::from_millis(20));
+    let (mut a, mut b) = link(slow, WireConfig::default());
+    assert!(send(&mut a, &numbered(2)));
+    a.flush();
+    assert!(!b.rx_idle());
+    // Taken off the wire but held until due: still waiting.
+    assert!(drain(&mut b).is_empty());
+    assert!(!b.rx_idle());
+    assert_eq!(receive_n(&mut b, 1).len(), 1);
+    assert!(b.rx_idle());
+}
+
 #[test]
 fn perfect_wire_delivers_in_order_after_flush() {
     let (mut a, mut b) = link(WireConfig::default(), WireConfig::default());

@@ -73,7 +73,7 @@ pub struct FpduRuns<'a> {
 #[derive(Clone, Copy, Debug)]
 pub struct UlpduRuns<'a> {
     /// The received octets from the first ULPDU octet to the last, markers among them
-    /// included (a marker may lead when the first octet follows one).
+    /// included (never a leading or trailing marker).
     wire: &'a [u8],
     /// Stream position of `wire[0]`, when markers are on; `None` when `wire` is the ULPDU.
     pos: Option<u64>,
@@ -151,6 +151,10 @@ impl<'a> UlpduRuns<'a> {
             let take = run.min(left).min(self.wire.len() - at);
             at += take;
             left -= take;
+        }
+        // A tail that starts at a marker starts after it.
+        if at < self.wire.len() && is_marker_position(pos + at as u64) {
+            at = (at + MARKER_LEN).min(self.wire.len());
         }
         Self::marked(
             &self.wire[at..],

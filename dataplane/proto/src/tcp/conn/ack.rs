@@ -250,11 +250,20 @@ impl Connection {
                     && seq_diff(TcpSeqNumber(r2 as i32), r) >= 0
                     && seq_diff(l, r) < 0
             });
-            // The same block in an ACK with the same TSval is the same report again (an
-            // ACK the link duplicated): counted once.
-            let key = (l.0 as u32, r.0 as u32, repr.timestamp.map(|t| t.tsval));
-            if (below_ack || inside_second) && self.last_dsack != Some(key) {
-                self.last_dsack = Some(key);
+            // The same block in an ACK with the same cumulative ACK and TSval is the same
+            // report again (an ACK the path duplicated): counted once. Without timestamps
+            // two reports cannot be told from one, and each is counted.
+            let key = repr.timestamp.map(|t| {
+                (
+                    l.0 as u32,
+                    r.0 as u32,
+                    repr.ack_number.map_or(0, |a| a.0 as u32),
+                    t.tsval,
+                )
+            });
+            let again = key.is_some() && self.last_dsack == key;
+            if (below_ack || inside_second) && !again {
+                self.last_dsack = key;
                 // At most what was ever sent: a block of nonsense costs only its count.
                 let len = seq_diff(r, l).unsigned_abs().min(self.snd_max);
                 self.stats.dsack_octets = self.stats.dsack_octets.saturating_add(len);

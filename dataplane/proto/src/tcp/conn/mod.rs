@@ -186,9 +186,9 @@ pub struct Connection {
     tlp_rtx: bool,
     /// A D-SACK came during the episode: the probe's octets had arrived already.
     tlp_dsack: bool,
-    /// The last D-SACK block counted, with the TSval of its ACK: the same again is an
-    /// ACK the link duplicated.
-    last_dsack: Option<(u32, u32, Option<u32>)>,
+    /// The last D-SACK block counted, with its ACK's cumulative ACK and TSval (when
+    /// timestamps are on): the same again is an ACK the path duplicated.
+    last_dsack: Option<(u32, u32, u32, u32)>,
     retries: u32,
     persist_deadline: Option<u64>,
     /// USER TIMEOUT (RFC 9293 3.8.3, RFC 5482): when data or our FIN has waited this
@@ -451,6 +451,12 @@ impl Connection {
     /// SND.WND in octets (after window scaling).
     pub fn snd_wnd(&self) -> u64 {
         self.snd_wnd
+    }
+
+    /// The largest send window the peer has offered, in octets (sender SWS avoidance,
+    /// RFC 9293 3.8.6.2.1, splits a record only for a usable window of half this).
+    pub fn max_send_window(&self) -> u64 {
+        self.max_snd_wnd
     }
 
     /// RCV.WND last advertised, in octets.
