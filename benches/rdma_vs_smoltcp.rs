@@ -219,6 +219,18 @@ fn one_thread(mtu: usize) -> Result<OneThread, String> {
             None => {}
         }
     }
+    // The accept completes when the first message arrives, which may be before it is
+    // placed: its receive buffer must stay registered until its completion comes.
+    let c = loop {
+        pump(&mut pair)?;
+        if let Some(c) = cq_b.poll_one() {
+            break c;
+        }
+    };
+    if c.status != WcStatus::Success {
+        return Err(format!("first message: {c:?}"));
+    }
+    drop((ctl_a, ctl_b));
     Ok(OneThread {
         pair,
         pd_a,
