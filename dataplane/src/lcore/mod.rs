@@ -1614,9 +1614,10 @@ fn run_qp(f: &mut FpduConn, tcp: &mut Connection, stats: &mut CoreStats) -> usiz
     // A record (what TCP retransmits and puts whole in a segment) takes several FPDUs
     // when they are small: as many as there are now that fit one segment together, each
     // whole. Big ULPDUs take a record each, as before. A record of several is kept to
-    // half the largest window the peer offered, so that a window too small for it is one
-    // sender SWS avoidance waits out anyway (RFC 9293 3.8.6.2.1): packing never makes TCP
-    // split a record, nor wait where single FPDUs would have gone.
+    // half the largest window the peer offered (a window too small for it is one sender
+    // SWS avoidance waits out anyway, RFC 9293 3.8.6.2.1), and, when nothing queued waits
+    // for the window or cwnd, to what they take now: packing never makes TCP split a
+    // record, nor wait where single FPDUs would have gone.
     let record_max = tcp
         .emss()
         .min(usize::try_from(tcp.max_send_window() / 2).unwrap_or(usize::MAX));
@@ -1652,7 +1653,10 @@ fn run_qp(f: &mut FpduConn, tcp: &mut Connection, stats: &mut CoreStats) -> usiz
                 break;
             };
             let len = rec.len() + f.framer.wire_len(n);
-            if len > record_max || len > tcp.send_space() {
+            let room = tcp
+                .send_room_after_queue()
+                .map_or(usize::MAX, |r| usize::try_from(r).unwrap_or(usize::MAX));
+            if len > record_max || len > tcp.send_space() || len > room {
                 break;
             }
             next = n;

@@ -2218,3 +2218,24 @@ fn an_ack_that_closes_the_window_arms_the_persist_timer_at_once() {
         "a zero window with data waiting left the connection without a deadline"
     );
 }
+
+/// What a record queued next could carry without waiting: the window and cwnd beyond
+/// everything queued, and nothing to say once queued octets already wait for them.
+#[test]
+fn send_room_after_queue_counts_what_is_queued() {
+    let mut p = established(71);
+    let a = p.a();
+    let room = a.snd_wnd().min(a.cwnd());
+    assert!(room > 3000, "{room}");
+    assert_eq!(a.send_room_after_queue(), Some(room));
+    records(&mut p, Side::A, &[1000]);
+    assert_eq!(p.a().send_room_after_queue(), Some(room - 1000));
+    // Sent or not, queued octets count until acknowledged.
+    p.run_for(10);
+    assert!(p.a().send_room_after_queue().unwrap() <= room - 1000);
+    let left = p.a().send_room_after_queue().unwrap() as usize;
+    let mut sizes = vec![1000; left / 1000];
+    sizes.push(left % 1000 + 1);
+    records(&mut p, Side::A, &sizes);
+    assert_eq!(p.a().send_room_after_queue(), None);
+}

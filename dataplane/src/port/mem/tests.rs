@@ -86,7 +86,8 @@ fn rx_idle_tells_waiting_frames() {
     assert!(a.rx_idle(), "the other direction");
     assert_eq!(drain(&mut b).len(), 1);
     assert!(b.rx_idle());
-    let slow = WireConfig::default().with_delay(Duration::from_millis(20));
+    // (Long enough that a loaded machine does not deliver it before the checks.)
+    let slow = WireConfig::default().with_delay(Duration::from_millis(500));
     let (mut a, mut b) = link(slow, WireConfig::default());
     assert!(send(&mut a, &numbered(2)));
     a.flush();

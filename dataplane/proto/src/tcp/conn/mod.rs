@@ -670,6 +670,16 @@ impl Connection {
         self.pending_rst.is_some()
     }
 
+    /// Octets the peer's window and cwnd would take now beyond everything queued: what a
+    /// record queued next could carry without waiting for them. `None` when queued octets
+    /// already wait for the window or cwnd (a record queued next waits whatever its size).
+    pub fn send_room_after_queue(&self) -> Option<u64> {
+        let right = (self.snd_una + self.snd_wnd).min(self.snd_una.saturating_add(self.win.cwnd));
+        // Send offset of the octet after the queue (send offset k + 1 is stream octet k).
+        let end = self.sendq.end() + 1;
+        right.checked_sub(end).filter(|&room| room > 0)
+    }
+
     /// Octets [`Connection::send_fpdu`] still accepts.
     pub fn send_space(&self) -> usize {
         self.cfg.send_buffer.saturating_sub(self.sendq.bytes())
