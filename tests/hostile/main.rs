@@ -42,6 +42,8 @@ struct Snap {
     gauges: CoreGauges,
     stats: CoreStats,
     sessions: usize,
+    /// Sessions past their startup (the ones the server's session budget counts).
+    running: usize,
     memory: u64,
     admitted: u64,
     rejected: u64,
@@ -156,6 +158,7 @@ impl Lab {
                             gauges: g,
                             stats: core_b.stats(),
                             sessions: server.active(),
+                            running: server.running(),
                             memory: server.memory_in_use(),
                             admitted,
                             rejected,
@@ -912,6 +915,12 @@ fn serve_budgets_refuse_with_the_reason() {
             Ok(t) => held.push(t),
             Err(why) => break why,
         }
+        // The server's startup ends when the first message arrives, after `try_session`
+        // sent it: the next admission must see this session running.
+        let n = held.len();
+        l.until("the session to run", Duration::from_secs(5), |l| {
+            l.snap().running == n
+        });
         assert!(held.len() <= 6, "more than 256 MiB handed out");
     };
     assert!(why.contains("server memory busy"), "{why}");
@@ -931,6 +940,10 @@ fn serve_budgets_refuse_with_the_reason() {
             Ok(t) => small.push(t),
             Err(why) => break why,
         }
+        let n = small.len();
+        l.until("the session to run", Duration::from_secs(5), |l| {
+            l.snap().running == n
+        });
         assert!(small.len() <= 8, "more than 8 sessions ran at once");
     };
     assert_eq!(small.len(), 8);
