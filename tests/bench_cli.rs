@@ -128,28 +128,26 @@ fn mpa_flags_reach_the_connection() {
     refused(&["write-bw", "--p2p", "rdma"], "not an RTR type");
 }
 
+/// Every kind of fault the in-memory link injects, at rates a run survives.
+const FAULTS: [&str; 10] = [
+    "--loss",
+    "0.02",
+    "--reorder",
+    "0.02",
+    "--duplicate",
+    "0.02",
+    "--resegment",
+    "0.05",
+    "--corrupt",
+    "0.01",
+];
+
 #[test]
 fn faults_verify_and_post_lists() {
-    let r = json(&[
-        "write-bw",
-        "-n",
-        "300",
-        "-s",
-        "8192",
-        "--verify",
-        "--loss",
-        "0.02",
-        "--reorder",
-        "0.02",
-        "--duplicate",
-        "0.02",
-        "--resegment",
-        "0.05",
-        "--corrupt",
-        "0.01",
-        "--seed",
-        "9",
-    ]);
+    let mut args = vec!["write-bw", "-n", "300", "-s", "8192", "--verify"];
+    args.extend(FAULTS);
+    args.extend(["--seed", "9"]);
+    let r = json(&args);
     let f = r["params"]["faults"].as_str().unwrap();
     for want in [
         "loss=0.02",
@@ -178,24 +176,8 @@ fn faults_verify_and_post_lists() {
     // Small messages: many FPDUs share each TCP record, and each record is still sent,
     // lost, resent and placed whole.
     for (test, markers) in [("send-bw", false), ("write-bw", true), ("read-bw", false)] {
-        let mut args = vec![
-            test,
-            "-n",
-            "20000",
-            "-s",
-            "24",
-            "--verify",
-            "--loss",
-            "0.02",
-            "--reorder",
-            "0.02",
-            "--duplicate",
-            "0.02",
-            "--resegment",
-            "0.05",
-            "--corrupt",
-            "0.01",
-        ];
+        let mut args = vec![test, "-n", "20000", "-s", "24", "--verify"];
+        args.extend(FAULTS);
         if markers {
             args.push("--markers");
         }

@@ -782,14 +782,7 @@ impl Qp {
         let (kind, remaining) = match &self.cur {
             Some(m) => (m.kind, m.len - m.sent),
             None => {
-                let rresp = !self.irq.is_empty();
-                let sq = self.sq_head_ready();
-                // As `start_next` chooses.
-                let take_rresp = match (rresp, sq) {
-                    (true, true) => !self.last_was_rresp,
-                    (r, _) => r,
-                };
-                if take_rresp {
+                if self.read_response_next() {
                     let r = self.irq.front()?;
                     let kind = TxKind::ReadResponse {
                         stag: r.sink_stag,
@@ -797,7 +790,7 @@ impl Qp {
                     };
                     (kind, r.len)
                 } else {
-                    let p = self.sq.front().filter(|_| sq)?;
+                    let p = self.sq.front().filter(|_| self.sq_head_ready())?;
                     let kind = match p.wr.op {
                         SendOp::Write {
                             remote_stag,
@@ -832,15 +825,15 @@ impl Qp {
         Some(hlen + remaining.min(max_ulpdu - hlen))
     }
 
+    /// Whether the next message to segment is a Read Response (one is waiting, and either
+    /// the send queue's head cannot go or the last message was not one: they alternate).
+    fn read_response_next(&self) -> bool {
+        !self.irq.is_empty() && (!self.sq_head_ready() || !self.last_was_rresp)
+    }
+
     /// Picks the next message to segment.
     fn start_next(&mut self) {
-        let rresp = !self.irq.is_empty();
-        let sq = self.sq_head_ready();
-        let take_rresp = match (rresp, sq) {
-            (true, true) => !self.last_was_rresp,
-            (r, _) => r,
-        };
-        if take_rresp {
+        if self.read_response_next() {
             if let Some(r) = self.irq.pop_front() {
                 self.cur = Some(TxMsg {
                     kind: TxKind::ReadResponse {
@@ -857,7 +850,7 @@ impl Qp {
             }
             return;
         }
-        if !sq {
+        if !self.sq_head_ready() {
             return;
         }
         let Some(p) = self.sq.pop_front() else {
