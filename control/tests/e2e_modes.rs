@@ -246,6 +246,26 @@ fn connects_peer_to_peer_and_both_sides_agree() {
     });
 }
 
+/// The first SYN to a peer whose MAC is not known yet waits for the ARP reply and goes
+/// with it (RFC 1122 2.3.2.2), instead of waiting for the SYN's retransmission timer.
+#[test]
+fn the_first_syn_waits_for_the_arp_reply_not_for_a_retransmission() {
+    let mut env = Env::perfect();
+    let (i, r) = configs(Mode {
+        markers: false,
+        crc: true,
+        enhanced: true,
+        rtr: Some(RtrType::Read),
+    });
+    connect(&mut env, i, r, AcceptParams::default(), |_, _, _| {}).unwrap();
+    let a = env.pair.core_a.net_stats();
+    assert_eq!((a.tx_unresolved, a.held_sent, a.held_dropped), (1, 1, 0));
+    assert_eq!(a.arp_requests_sent, 1);
+    // B learnt A's MAC from A's request: it never had to hold anything.
+    let b = env.pair.core_b.net_stats();
+    assert_eq!((b.tx_unresolved, b.held_sent), (0, 0));
+}
+
 /// The messages a peer sends just before closing reach the consumer: the FPDUs before the
 /// FIN are placed and completed before the close flushes the QP (a FIN and the last data
 /// often arrive in one burst, or one segment).

@@ -38,9 +38,16 @@
 //! the gateway), resolves the next hop's MAC and writes Ethernet + IPv4 (20 octets, DF,
 //! TTL [`TTL`], identification 0 as RFC 6864 allows for atomic datagrams, header checksum)
 //! and TCP (checksum computed) into one [`Port::tx`] buffer. An unresolved next hop sends an
-//! ARP request and returns [`SendTcpError::Unresolved`]: the segment is not sent and the
-//! TCP engine's retransmission timer sends it again. Frames are not padded to 60 octets
-//! (NICs pad short frames).
+//! ARP request and returns [`SendTcpError::Unresolved`]: the segment is not sent now but
+//! held, the latest one per next hop (RFC 1122 2.3.2.2: the link layer SHOULD save at
+//! least the latest packet for an unresolved address and send it once resolved). When the
+//! ARP reply (or a request from that neighbour) teaches its MAC, the held frame goes out
+//! with the other answers ([`Net::transmit_replies`]), so the first SYN to a new peer does
+//! not wait for the TCP engine's retransmission timer. A frame is held at most
+//! [`ARP_HOLD_TIME`], for at most [`ARP_HOLD_MAX`] next hops at once; one dropped (replaced
+//! by a later segment, too old, or without room) is counted in
+//! [`NetStats::held_dropped`], and the TCP engine retransmits what it carried. Frames are
+//! not padded to 60 octets (NICs pad short frames).
 //!
 //! # Transmit segmentation offload
 //!
@@ -80,6 +87,11 @@ pub const TTL: u8 = 64;
 /// Most answers (ARP and echo replies) waiting for [`Net::transmit_replies`]; a request
 /// beyond them is dropped as [`DropReason::ReplyNotSent`].
 pub const REPLY_QUEUE_MAX: usize = 64;
+/// How long a TCP segment held for an unresolved next hop waits for the ARP reply; one
+/// older than this when the reply comes is dropped instead of sent.
+pub const ARP_HOLD_TIME: Duration = Duration::from_secs(1);
+/// Most next hops with a segment held for their ARP reply at once (one segment each).
+pub const ARP_HOLD_MAX: usize = 64;
 
 const ETH_LEN: usize = 14;
 const IPV4_LEN: usize = 20;
@@ -213,8 +225,14 @@ pub struct NetStats {
     pub echo_replies_sent: u64,
     /// TCP segments sent.
     pub tx_tcp: u64,
-    /// [`Net::send_tcp`] calls that failed with [`SendTcpError::Unresolved`].
+    /// [`Net::send_tcp`] calls that failed with [`SendTcpError::Unresolved`] (their
+    /// segments were held for the ARP reply).
     pub tx_unresolved: u64,
+    /// Held segments sent once their next hop was resolved.
+    pub held_sent: u64,
+    /// Held segments dropped: replaced by a later one for the same next hop, older than
+    /// [`ARP_HOLD_TIME`] when the reply came, or without room ([`ARP_HOLD_MAX`]).
+    pub held_dropped: u64,
     /// [`Net::send_tcp`] calls that failed with another error.
     pub tx_failed: u64,
     /// Frames queued for transmit segmentation offload (of two segments or more).
@@ -251,11 +269,27 @@ struct ArpEntry {
     expires: Option<Instant>,
 }
 
-/// An answer waiting for the port: the whole Ethernet frame.
+/// A frame waiting for the port: the whole Ethernet frame.
 #[derive(Debug, Clone)]
 struct Reply {
     frame: Vec<u8>,
-    arp: bool,
+    kind: ReplyKind,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum ReplyKind {
+    Arp,
+    Echo,
+    /// A TCP segment held until its next hop was resolved.
+    Held,
+}
+
+/// A TCP segment waiting for its next hop's MAC: the whole Ethernet frame, destination
+/// MAC still zero, checksums filled.
+#[derive(Debug, Clone)]
+struct Held {
+    frame: Vec<u8>,
+    since: Instant,
 }
 
 /// Ethernet/ARP/IPv4/ICMP state of one interface: addressing, the ARP cache, the answers
@@ -268,6 +302,8 @@ pub struct Net {
     /// When the last ARP request for an address went out.
     requested: AddrMap<Instant>,
     replies: VecDeque<Reply>,
+    /// The latest segment for each unresolved next hop.
+    held: AddrMap<Held>,
     stats: NetStats,
     /// Answer ARP requests (off while learning from another core's copy).
     answer_arp: bool,
@@ -364,6 +400,7 @@ impl Net {
             arp: AddrMap::default(),
             requested: AddrMap::default(),
             replies: VecDeque::new(),
+            held: AddrMap::default(),
             stats: NetStats::default(),
             answer_arp: true,
             tso: None,
@@ -401,6 +438,11 @@ impl Net {
     pub fn insert_arp(&mut self, addr: Ipv4Address, mac: EthernetAddress) {
         self.arp.insert(key(addr), ArpEntry { mac, expires: None });
         self.requested.remove(&key(addr));
+        // A segment held for it cannot be told from a stale one here (no clock): it is
+        // dropped, and the TCP engine retransmits it.
+        if self.held.remove(&key(addr)).is_some() {
+            self.stats.held_dropped += 1;
+        }
     }
 
     /// Removes the ARP entry for `addr` (static or dynamic).
@@ -467,10 +509,10 @@ impl Net {
             if !port.tx(frame.len(), &mut |b: &mut [u8]| b.copy_from_slice(frame)) {
                 break;
             }
-            if r.arp {
-                self.stats.arp_replies_sent += 1;
-            } else {
-                self.stats.echo_replies_sent += 1;
+            match r.kind {
+                ReplyKind::Arp => self.stats.arp_replies_sent += 1,
+                ReplyKind::Echo => self.stats.echo_replies_sent += 1,
+                ReplyKind::Held => self.stats.held_sent += 1,
             }
             self.replies.pop_front();
             n += 1;
@@ -478,20 +520,87 @@ impl Net {
         n
     }
 
-    /// Answers waiting for [`Net::transmit_replies`].
+    /// Answers (and released held segments) waiting for [`Net::transmit_replies`].
     pub fn replies_queued(&self) -> usize {
         self.replies.len()
     }
 
+    /// Next hops with a TCP segment held for their ARP reply.
+    pub fn held(&self) -> usize {
+        self.held.len()
+    }
+
     /// Queues an answer of `len` octets written by `fill`; false when the queue is full.
-    fn queue_reply(&mut self, len: usize, arp: bool, fill: impl FnOnce(&mut [u8])) -> bool {
+    fn queue_reply(&mut self, len: usize, kind: ReplyKind, fill: impl FnOnce(&mut [u8])) -> bool {
         if self.replies.len() >= REPLY_QUEUE_MAX {
             return false;
         }
         let mut frame = vec![0; len];
         fill(&mut frame);
-        self.replies.push_back(Reply { frame, arp });
+        self.replies.push_back(Reply { frame, kind });
         true
+    }
+
+    /// Holds `repr` (to `tuple.remote_addr`, whose next hop is unresolved) until the ARP
+    /// reply, in place of the one held before for the same next hop.
+    fn hold(&mut self, now: Instant, tuple: &FourTuple, repr: &TcpRepr) {
+        let Some(hop) = self.next_hop(tuple.remote_addr) else {
+            return;
+        };
+        if !self.held.contains_key(&key(hop)) && self.held.len() >= ARP_HOLD_MAX {
+            let before = self.held.len();
+            self.held.retain(|_, h| now < h.since + ARP_HOLD_TIME);
+            self.stats.held_dropped += (before - self.held.len()) as u64;
+            if self.held.len() >= ARP_HOLD_MAX {
+                self.stats.held_dropped += 1;
+                return;
+            }
+        }
+        let tcp_len = repr.buffer_len();
+        let mut frame = vec![0u8; ETH_LEN + IPV4_LEN + tcp_len];
+        EthernetRepr {
+            src_addr: self.cfg.mac,
+            dst_addr: EthernetAddress([0; 6]),
+            ethertype: EthernetProtocol::Ipv4,
+        }
+        .emit(&mut EthernetFrame::new_unchecked(&mut frame[..]));
+        Ipv4Repr {
+            src_addr: tuple.local_addr,
+            dst_addr: tuple.remote_addr,
+            next_header: IpProtocol::Tcp,
+            payload_len: tcp_len,
+            hop_limit: TTL,
+        }
+        .emit(
+            &mut Ipv4Packet::new_unchecked(&mut frame[ETH_LEN..ETH_LEN + IPV4_LEN]),
+            &ChecksumCapabilities::ignored(),
+        );
+        wire::tcp::checksum::fill_ipv4_header(&mut frame[ETH_LEN..ETH_LEN + IPV4_LEN]);
+        wire::tcp::emit_segment(
+            tuple.local_addr,
+            tuple.remote_addr,
+            repr,
+            &mut frame[ETH_LEN + IPV4_LEN..],
+        );
+        let old = self.held.insert(key(hop), Held { frame, since: now });
+        self.stats.held_dropped += u64::from(old.is_some());
+    }
+
+    /// `addr`'s MAC is now known: its held segment, if any and not too old, goes out with
+    /// the answers.
+    fn release(&mut self, now: Instant, addr: Ipv4Address, mac: EthernetAddress) {
+        let Some(mut h) = self.held.remove(&key(addr)) else {
+            return;
+        };
+        if now >= h.since + ARP_HOLD_TIME {
+            self.stats.held_dropped += 1;
+            return;
+        }
+        h.frame[..6].copy_from_slice(mac.as_bytes());
+        self.replies.push_back(Reply {
+            frame: h.frame,
+            kind: ReplyKind::Held,
+        });
     }
 
     /// Sends one TCP segment from `tuple.local_*` to `tuple.remote_*` as an Ethernet
@@ -536,7 +645,10 @@ impl Net {
         };
         match r {
             Ok(()) => self.stats.tx_tcp += 1,
-            Err(SendTcpError::Unresolved) => self.stats.tx_unresolved += 1,
+            Err(SendTcpError::Unresolved) => {
+                self.stats.tx_unresolved += 1;
+                self.hold(now, tuple, repr);
+            }
             Err(_) => self.stats.tx_failed += 1,
         }
         r
@@ -916,6 +1028,7 @@ impl Net {
         if known {
             self.learn(now, spa, sha);
             self.requested.remove(&key(spa));
+            self.release(now, spa, sha);
         }
         if tpa != self.cfg.addr {
             if known {
@@ -928,6 +1041,7 @@ impl Net {
         if !spa.is_unspecified() {
             self.learn(now, spa, sha);
             self.requested.remove(&key(spa));
+            self.release(now, spa, sha);
         }
         if operation == ArpOperation::Request && self.answer_arp {
             let reply = ArpRepr::EthernetIpv4 {
@@ -938,7 +1052,9 @@ impl Net {
                 target_protocol_addr: spa,
             };
             let eth = self.arp_frame(sha);
-            if !self.queue_reply(ETH_LEN + ARP_LEN, true, |buf| emit_arp(&eth, &reply, buf)) {
+            if !self.queue_reply(ETH_LEN + ARP_LEN, ReplyKind::Arp, |buf| {
+                emit_arp(&eth, &reply, buf)
+            }) {
                 return Rx::Dropped(DropReason::ReplyNotSent);
             }
         }
@@ -1025,7 +1141,7 @@ impl Net {
         let caps = ChecksumCapabilities::default();
         let len = ETH_LEN + IPV4_LEN + icmp_len;
         let queued = IPV4_LEN + icmp_len <= self.cfg.mtu
-            && self.queue_reply(len, false, |buf| {
+            && self.queue_reply(len, ReplyKind::Echo, |buf| {
                 eth.emit(&mut EthernetFrame::new_unchecked(&mut *buf));
                 ip.emit(&mut Ipv4Packet::new_unchecked(&mut buf[ETH_LEN..]), &caps);
                 let mut p = Icmpv4Packet::new_unchecked(&mut buf[ETH_LEN + IPV4_LEN..]);

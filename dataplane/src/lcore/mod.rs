@@ -556,6 +556,11 @@ impl Core {
         }
     }
 
+    /// Ethernet/ARP/IPv4 counters ([`Net`]).
+    pub fn net_stats(&self) -> crate::net::NetStats {
+        self.net.stats()
+    }
+
     /// Port counters.
     pub fn port_stats(&self) -> PortStats {
         self.port.stats()

@@ -189,6 +189,110 @@ fn arp_requests_are_rate_limited() {
     assert_eq!(p.a.stats().tx_unresolved, 2);
 }
 
+/// A's ARP request goes to B, B's reply comes back to A at `at` (A's answers, held
+/// segments among them, go out after it, as the core sends them after a burst).
+fn arp_exchange(p: &mut Pair, at: Instant) {
+    for f in frames(&mut p.pa, &mut p.pb) {
+        assert_eq!(rx(&mut p.b, at, &f, &mut p.pb), Rx::Handled);
+    }
+    for f in frames(&mut p.pb, &mut p.pa) {
+        assert_eq!(rx(&mut p.a, at, &f, &mut p.pa), Rx::Handled);
+    }
+}
+
+#[test]
+fn a_segment_to_an_unresolved_hop_is_held_and_sent_with_the_reply() {
+    let mut p = pair();
+    let first = tcp_repr(b"first");
+    let mut latest = tcp_repr(b"the latest");
+    latest.seq_number = TcpSeqNumber(1005);
+    assert_eq!(
+        p.a.send_tcp(t(0), &mut p.pa, &tuple(), &first),
+        Err(SendTcpError::Unresolved)
+    );
+    assert_eq!(p.a.held(), 1);
+    // RFC 1122 2.3.2.2: the latest one is kept.
+    assert_eq!(
+        p.a.send_tcp(t(1), &mut p.pa, &tuple(), &latest),
+        Err(SendTcpError::Unresolved)
+    );
+    assert_eq!(p.a.held(), 1);
+    assert_eq!(p.a.stats().held_dropped, 1);
+    arp_exchange(&mut p, t(2));
+    assert_eq!(p.a.held(), 0);
+    let got = frames(&mut p.pa, &mut p.pb);
+    assert_eq!(got.len(), 1, "the held segment went out with the reply");
+    let eth = EthernetFrame::new_checked(&got[0][..]).unwrap();
+    assert_eq!(eth.dst_addr(), p.pb.mac());
+    assert_eq!(eth.src_addr(), p.pa.mac());
+    let ip = Ipv4Packet::new_checked(eth.payload()).unwrap();
+    assert!(ip.verify_checksum());
+    assert_eq!(ip.hop_limit(), TTL);
+    match rx(&mut p.b, t(3), &got[0], &mut p.pb) {
+        Rx::Tcp { src, dst, segment } => {
+            // The checksum is checked here.
+            assert_eq!(segment_from_bytes(src, dst, segment), Some(latest));
+        }
+        other => panic!("{other:?}"),
+    }
+    let s = p.a.stats();
+    assert_eq!((s.tx_unresolved, s.held_sent, s.held_dropped), (2, 1, 1));
+    // Resolved now: segments go straight out, nothing is held.
+    p.a.send_tcp(t(4), &mut p.pa, &tuple(), &first).unwrap();
+    assert_eq!(p.a.held(), 0);
+    assert_eq!(frames(&mut p.pa, &mut p.pb).len(), 1);
+}
+
+#[test]
+fn a_held_segment_older_than_the_hold_time_is_dropped() {
+    let mut p = pair();
+    let _ = p.a.send_tcp(t(0), &mut p.pa, &tuple(), &tcp_repr(b"old"));
+    let late = Instant::from_millis(ARP_HOLD_TIME.total_millis() as i64);
+    arp_exchange(&mut p, late);
+    assert!(frames(&mut p.pa, &mut p.pb).is_empty());
+    assert_eq!(p.a.held(), 0);
+    let s = p.a.stats();
+    assert_eq!((s.held_sent, s.held_dropped), (0, 1));
+    // Just inside the hold time it goes.
+    let mut p = pair();
+    let _ = p.a.send_tcp(t(0), &mut p.pa, &tuple(), &tcp_repr(b"young"));
+    arp_exchange(&mut p, t(ARP_HOLD_TIME.total_millis() as i64 - 1));
+    assert_eq!(frames(&mut p.pa, &mut p.pb).len(), 1);
+    assert_eq!(p.a.stats().held_sent, 1);
+}
+
+#[test]
+fn segments_are_held_for_at_most_arp_hold_max_hops() {
+    let mut p = pair();
+    let to = |i: usize| FourTuple {
+        remote_addr: Ipv4Address::new(10, 0, 0, 3 + i as u8),
+        ..tuple()
+    };
+    for i in 0..=ARP_HOLD_MAX {
+        let r = p.a.send_tcp(t(0), &mut p.pa, &to(i), &tcp_repr(b"x"));
+        assert_eq!(r, Err(SendTcpError::Unresolved));
+    }
+    assert_eq!(p.a.held(), ARP_HOLD_MAX);
+    assert_eq!(p.a.stats().held_dropped, 1);
+    // Once they are too old to send, a new one takes the room of all of them.
+    let later = Instant::from_millis(ARP_HOLD_TIME.total_millis() as i64);
+    let _ =
+        p.a.send_tcp(later, &mut p.pa, &to(ARP_HOLD_MAX + 1), &tcp_repr(b"x"));
+    assert_eq!(p.a.held(), 1);
+    assert_eq!(p.a.stats().held_dropped, 1 + ARP_HOLD_MAX as u64);
+}
+
+#[test]
+fn a_static_entry_drops_the_held_segment() {
+    let mut p = pair();
+    let _ = p.a.send_tcp(t(0), &mut p.pa, &tuple(), &tcp_repr(b"x"));
+    assert_eq!(p.a.held(), 1);
+    p.a.insert_arp(B, p.pb.mac());
+    assert_eq!(p.a.held(), 0);
+    assert_eq!(p.a.stats().held_dropped, 1);
+    assert_eq!(p.a.transmit_replies(&mut p.pa), 0);
+}
+
 #[test]
 fn send_tcp_parses_back_to_the_same_segment() {
     let mut p = resolved();
