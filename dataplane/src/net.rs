@@ -4,7 +4,8 @@
 //! [`Instant`] arguments and arriving frames through [`Net::on_frame`], which never touches
 //! the port (the receive burst may still hold it). The answers it makes (ARP replies, ICMP
 //! echo replies) wait in a bounded queue ([`REPLY_QUEUE_MAX`]) until
-//! [`Net::transmit_replies`] writes them, after the burst. TCP segments
+//! [`Net::transmit_replies`] writes them, after the burst, followed by the TCP segments an
+//! ARP packet resolved (see Transmit; at most [`ARP_HOLD_MAX`]). Other TCP segments
 //! ([`Net::send_tcp`]) and ARP requests go straight into the port's transmit buffers with
 //! [`Port::tx`]. The caller still calls [`Port::flush`]. Built on `smoltcp`'s wire types.
 //!
@@ -39,15 +40,26 @@
 //! TTL [`TTL`], identification 0 as RFC 6864 allows for atomic datagrams, header checksum)
 //! and TCP (checksum computed) into one [`Port::tx`] buffer. An unresolved next hop sends an
 //! ARP request and returns [`SendTcpError::Unresolved`]: the segment is not sent now but
-//! held, the latest one per next hop (RFC 1122 2.3.2.2: the link layer SHOULD save at
-//! least the latest packet for an unresolved address and send it once resolved). When the
-//! ARP reply (or a request from that neighbour) teaches its MAC, the held frame goes out
-//! with the other answers ([`Net::transmit_replies`]), so the first SYN to a new peer does
-//! not wait for the TCP engine's retransmission timer. A frame is held at most
-//! [`ARP_HOLD_TIME`], for at most [`ARP_HOLD_MAX`] next hops at once; one dropped (replaced
-//! by a later segment, too old, or without room) is counted in
-//! [`NetStats::held_dropped`], and the TCP engine retransmits what it carried. Frames are
-//! not padded to 60 octets (NICs pad short frames).
+//! held as a whole frame, the latest one per next hop (RFC 1122 2.3.2.2: the link layer
+//! SHOULD save at least the latest packet for an unresolved address and send it once
+//! resolved), so the first SYN to a new peer does not wait for the TCP engine's
+//! retransmission timer.
+//! * Any ARP packet that gives the next hop's MAC (a reply, a request from it, one from
+//!   a sender already cached, or another core's copy) releases the held frame: it goes
+//!   out after the answers in [`Net::transmit_replies`], to the MAC the cache then has.
+//! * When the next hop resolves from the cache instead (an entry other traffic brought
+//!   back), the held frame goes first, before the segment being sent: it is older.
+//! * Bounds: one frame per next hop, for at most [`ARP_HOLD_MAX`] next hops, and at most
+//!   [`ARP_HOLD_MAX`] released frames waiting for port room. A held frame is sent only if
+//!   it is younger than [`ARP_HOLD_TIME`]; older ones are freed whenever another segment
+//!   is held. A flood of SYNs from spoofed on-link addresses can keep the table full, and
+//!   then a real peer's first segment is not held but left to its retransmission timer,
+//!   as before.
+//! * A frame dropped (replaced by a later segment, too old, a static ARP entry added for
+//!   its hop, or without room) is counted in [`NetStats::held_dropped`], and the TCP
+//!   engine retransmits what it carried.
+//!
+//! Frames are not padded to 60 octets (NICs pad short frames).
 //!
 //! # Transmit segmentation offload
 //!
@@ -87,8 +99,8 @@ pub const TTL: u8 = 64;
 /// Most answers (ARP and echo replies) waiting for [`Net::transmit_replies`]; a request
 /// beyond them is dropped as [`DropReason::ReplyNotSent`].
 pub const REPLY_QUEUE_MAX: usize = 64;
-/// How long a TCP segment held for an unresolved next hop waits for the ARP reply; one
-/// older than this when the reply comes is dropped instead of sent.
+/// How long a TCP segment held for an unresolved next hop may wait for the ARP reply; one
+/// older than this when its hop resolves is dropped instead of sent.
 pub const ARP_HOLD_TIME: Duration = Duration::from_secs(1);
 /// Most next hops with a segment held for their ARP reply at once (one segment each).
 pub const ARP_HOLD_MAX: usize = 64;
@@ -226,12 +238,13 @@ pub struct NetStats {
     /// TCP segments sent.
     pub tx_tcp: u64,
     /// [`Net::send_tcp`] calls that failed with [`SendTcpError::Unresolved`] (their
-    /// segments were held for the ARP reply).
+    /// segments held for the ARP reply unless the hold had no room: `held_dropped`).
     pub tx_unresolved: u64,
     /// Held segments sent once their next hop was resolved.
     pub held_sent: u64,
     /// Held segments dropped: replaced by a later one for the same next hop, older than
-    /// [`ARP_HOLD_TIME`] when the reply came, or without room ([`ARP_HOLD_MAX`]).
+    /// [`ARP_HOLD_TIME`], without room ([`ARP_HOLD_MAX`] held or released), refused by a
+    /// full port, or superseded by a static entry ([`Net::insert_arp`]).
     pub held_dropped: u64,
     /// [`Net::send_tcp`] calls that failed with another error.
     pub tx_failed: u64,
@@ -280,8 +293,6 @@ struct Reply {
 enum ReplyKind {
     Arp,
     Echo,
-    /// A TCP segment held until its next hop was resolved.
-    Held,
 }
 
 /// A TCP segment waiting for its next hop's MAC: the whole Ethernet frame, destination
@@ -304,6 +315,9 @@ pub struct Net {
     replies: VecDeque<Reply>,
     /// The latest segment for each unresolved next hop.
     held: AddrMap<Held>,
+    /// Held segments whose next hop is resolved, waiting for the port (at most
+    /// [`ARP_HOLD_MAX`]).
+    released: VecDeque<Vec<u8>>,
     stats: NetStats,
     /// Answer ARP requests (off while learning from another core's copy).
     answer_arp: bool,
@@ -401,6 +415,7 @@ impl Net {
             requested: AddrMap::default(),
             replies: VecDeque::new(),
             held: AddrMap::default(),
+            released: VecDeque::new(),
             stats: NetStats::default(),
             answer_arp: true,
             tso: None,
@@ -512,17 +527,29 @@ impl Net {
             match r.kind {
                 ReplyKind::Arp => self.stats.arp_replies_sent += 1,
                 ReplyKind::Echo => self.stats.echo_replies_sent += 1,
-                ReplyKind::Held => self.stats.held_sent += 1,
             }
             self.replies.pop_front();
+            n += 1;
+        }
+        while let Some(frame) = self.released.front() {
+            if !port.tx(frame.len(), &mut |b: &mut [u8]| b.copy_from_slice(frame)) {
+                break;
+            }
+            self.stats.held_sent += 1;
+            self.released.pop_front();
             n += 1;
         }
         n
     }
 
-    /// Answers (and released held segments) waiting for [`Net::transmit_replies`].
+    /// Answers waiting for [`Net::transmit_replies`].
     pub fn replies_queued(&self) -> usize {
         self.replies.len()
+    }
+
+    /// Held segments whose next hop is resolved, waiting for [`Net::transmit_replies`].
+    pub fn released_queued(&self) -> usize {
+        self.released.len()
     }
 
     /// Next hops with a TCP segment held for their ARP reply.
@@ -547,14 +574,13 @@ impl Net {
         let Some(hop) = self.next_hop(tuple.remote_addr) else {
             return;
         };
+        // Too old to send: their memory goes back (at most ARP_HOLD_MAX to look at).
+        let before = self.held.len();
+        self.held.retain(|_, h| now < h.since + ARP_HOLD_TIME);
+        self.stats.held_dropped += (before - self.held.len()) as u64;
         if !self.held.contains_key(&key(hop)) && self.held.len() >= ARP_HOLD_MAX {
-            let before = self.held.len();
-            self.held.retain(|_, h| now < h.since + ARP_HOLD_TIME);
-            self.stats.held_dropped += (before - self.held.len()) as u64;
-            if self.held.len() >= ARP_HOLD_MAX {
-                self.stats.held_dropped += 1;
-                return;
-            }
+            self.stats.held_dropped += 1;
+            return;
         }
         let tcp_len = repr.buffer_len();
         let mut frame = vec![0u8; ETH_LEN + IPV4_LEN + tcp_len];
@@ -586,21 +612,47 @@ impl Net {
         self.stats.held_dropped += u64::from(old.is_some());
     }
 
-    /// `addr`'s MAC is now known: its held segment, if any and not too old, goes out with
-    /// the answers.
-    fn release(&mut self, now: Instant, addr: Ipv4Address, mac: EthernetAddress) {
+    /// An ARP packet from `addr` said its MAC is `sha`: its held segment, if any and not
+    /// too old, goes out after the answers, to the MAC the cache now has for it (`sha`
+    /// when the cache had no room).
+    fn release(&mut self, now: Instant, addr: Ipv4Address, sha: EthernetAddress) {
+        if self.held.is_empty() {
+            return;
+        }
         let Some(mut h) = self.held.remove(&key(addr)) else {
             return;
         };
-        if now >= h.since + ARP_HOLD_TIME {
+        if now >= h.since + ARP_HOLD_TIME || self.released.len() >= ARP_HOLD_MAX {
             self.stats.held_dropped += 1;
             return;
         }
+        let mac = self.arp.get(&key(addr)).map_or(sha, |e| e.mac);
         h.frame[..6].copy_from_slice(mac.as_bytes());
-        self.replies.push_back(Reply {
-            frame: h.frame,
-            kind: ReplyKind::Held,
-        });
+        self.released.push_back(h.frame);
+    }
+
+    /// `hop` resolved from the cache (an entry that other traffic brought back, say)
+    /// while a segment is still held for it: the held one, older, goes first, now, if
+    /// it is not too old.
+    fn send_held(
+        &mut self,
+        now: Instant,
+        port: &mut dyn Port,
+        hop: Ipv4Address,
+        mac: EthernetAddress,
+    ) {
+        let Some(mut h) = self.held.remove(&key(hop)) else {
+            return;
+        };
+        h.frame[..6].copy_from_slice(mac.as_bytes());
+        let frame = &h.frame;
+        if now < h.since + ARP_HOLD_TIME
+            && port.tx(frame.len(), &mut |b: &mut [u8]| b.copy_from_slice(frame))
+        {
+            self.stats.held_sent += 1;
+        } else {
+            self.stats.held_dropped += 1;
+        }
     }
 
     /// Sends one TCP segment from `tuple.local_*` to `tuple.remote_*` as an Ethernet
@@ -895,8 +947,8 @@ impl Net {
         port: &mut dyn Port,
         hop: Ipv4Address,
     ) -> Option<EthernetAddress> {
-        match self.arp.get(&key(hop)).copied() {
-            Some(ArpEntry { mac, expires: None }) => Some(mac),
+        let mac = match self.arp.get(&key(hop)).copied() {
+            Some(ArpEntry { mac, expires: None }) => mac,
             Some(ArpEntry {
                 mac,
                 expires: Some(t),
@@ -904,13 +956,17 @@ impl Net {
                 if t - now < ARP_REFRESH {
                     self.request(now, port, hop);
                 }
-                Some(mac)
+                mac
             }
             _ => {
                 self.request(now, port, hop);
-                None
+                return None;
             }
+        };
+        if !self.held.is_empty() {
+            self.send_held(now, port, hop, mac);
         }
+        Some(mac)
     }
 
     /// Sends an ARP request for `addr` unless one went out less than [`ARP_RETRY`] ago.

@@ -237,10 +237,168 @@ fn a_segment_to_an_unresolved_hop_is_held_and_sent_with_the_reply() {
     }
     let s = p.a.stats();
     assert_eq!((s.tx_unresolved, s.held_sent, s.held_dropped), (2, 1, 1));
-    // Resolved now: segments go straight out, nothing is held.
-    p.a.send_tcp(t(4), &mut p.pa, &tuple(), &first).unwrap();
+    // Resolved now, the same segment goes straight out: the held frame was the same,
+    // octet for octet (DF, identification, TTL, both checksums).
+    p.a.send_tcp(t(4), &mut p.pa, &tuple(), &latest).unwrap();
+    let direct = frames(&mut p.pa, &mut p.pb);
+    assert_eq!(direct, got);
+}
+
+/// An ARP reply from `ip`/`mac` to A (at `a_mac`).
+fn arp_reply(ip: Ipv4Address, mac: EthernetAddress, a_mac: EthernetAddress) -> Vec<u8> {
+    let mut f = vec![0u8; ETH_LEN + ARP_LEN];
+    emit_arp(
+        &EthernetRepr {
+            src_addr: mac,
+            dst_addr: a_mac,
+            ethertype: EthernetProtocol::Arp,
+        },
+        &ArpRepr::EthernetIpv4 {
+            operation: ArpOperation::Reply,
+            source_hardware_addr: mac,
+            source_protocol_addr: ip,
+            target_hardware_addr: a_mac,
+            target_protocol_addr: A,
+        },
+        &mut f,
+    );
+    f
+}
+
+#[test]
+fn the_neighbours_own_request_releases_the_held_segment() {
+    let mut p = pair();
+    let _ = p.a.send_tcp(t(0), &mut p.pa, &tuple(), &tcp_repr(b"x"));
+    frames(&mut p.pa, &mut p.pb); // A's request is lost.
+                                  // B asks for A: A learns B from the request, answers, and sends the held segment.
+    assert_eq!(p.b.resolve(t(1), &mut p.pb, A), None);
+    for f in frames(&mut p.pb, &mut p.pa) {
+        assert_eq!(rx(&mut p.a, t(1), &f, &mut p.pa), Rx::Handled);
+    }
+    let out = frames(&mut p.pa, &mut p.pb);
+    assert_eq!(out.len(), 2, "the ARP reply, then the held segment");
+    assert_eq!(
+        EthernetFrame::new_checked(&out[0][..]).unwrap().ethertype(),
+        EthernetProtocol::Arp
+    );
+    assert!(matches!(
+        rx(&mut p.b, t(2), &out[1], &mut p.pb),
+        Rx::Tcp { .. }
+    ));
+    assert_eq!(p.a.stats().held_sent, 1);
+}
+
+#[test]
+fn a_segment_via_the_gateway_is_held_for_the_gateways_reply() {
+    let (mut pa, mut pg) = link(WireConfig::default(), WireConfig::default());
+    let mut c = cfg(&pa, A);
+    c.gateway = Some(GW);
+    let mut a = Net::new(c);
+    let far = FourTuple {
+        remote_addr: FAR,
+        ..tuple()
+    };
+    assert_eq!(
+        a.send_tcp(t(0), &mut pa, &far, &tcp_repr(b"far")),
+        Err(SendTcpError::Unresolved)
+    );
+    pa.flush();
+    while pg.rx_burst(64, &mut |_: &[u8]| {}) > 0 {}
+    // A reply from another neighbour releases nothing.
+    let other = EthernetAddress([2, 0, 0, 0, 0, 0x77]);
+    assert_eq!(
+        a.on_frame(t(1), &arp_reply(B, other, pa.mac())),
+        Rx::Handled
+    );
+    assert_eq!(a.transmit_replies(&mut pa), 0);
+    assert_eq!(a.held(), 1);
+    let gw = pg.mac();
+    assert_eq!(a.on_frame(t(2), &arp_reply(GW, gw, pa.mac())), Rx::Handled);
+    assert_eq!(a.transmit_replies(&mut pa), 1);
+    let out = frames(&mut pa, &mut pg);
+    assert_eq!(out.len(), 1);
+    let eth = EthernetFrame::new_checked(&out[0][..]).unwrap();
+    assert_eq!(eth.dst_addr(), gw);
+    let ip = Ipv4Packet::new_checked(eth.payload()).unwrap();
+    assert_eq!(ip.dst_addr(), FAR);
+    let seg = segment_from_bytes(A, FAR, &eth.payload()[IPV4_LEN..]);
+    assert_eq!(seg, Some(tcp_repr(b"far")));
+}
+
+#[test]
+fn a_held_segment_goes_before_a_later_one_when_the_entry_comes_back() {
+    let mut p = resolved();
+    let mac_b = p.pb.mac();
+    // The entry has expired: the first segment is held and A asks again.
+    let held = tcp_repr(b"older");
+    assert_eq!(
+        p.a.send_tcp(t(61_000), &mut p.pa, &tuple(), &held),
+        Err(SendTcpError::Unresolved)
+    );
+    assert_eq!(frames(&mut p.pa, &mut p.pb).len(), 1, "the ARP request");
+    // B's TCP traffic brings the entry back before any ARP reply.
+    let mut seg = Vec::new();
+    wire::tcp::segment_to_bytes(&tuple().reversed(), &tcp_repr(b"y"), &mut seg);
+    let f = ip_frame(p.pa.mac(), mac_b, B, A, IpProtocol::Tcp, &seg);
+    assert!(matches!(
+        rx(&mut p.a, t(61_100), &f, &mut p.pa),
+        Rx::Tcp { .. }
+    ));
+    let mut newer = tcp_repr(b"newer");
+    newer.seq_number = TcpSeqNumber(1005);
+    p.a.send_tcp(t(61_200), &mut p.pa, &tuple(), &newer)
+        .unwrap();
+    let out = frames(&mut p.pa, &mut p.pb);
+    let segs: Vec<_> = out
+        .iter()
+        .map(|f| {
+            let eth = EthernetFrame::new_checked(&f[..]).unwrap();
+            assert_eq!(eth.dst_addr(), mac_b);
+            segment_from_bytes(A, B, &eth.payload()[IPV4_LEN..]).unwrap()
+        })
+        .collect();
+    assert_eq!(segs, vec![held, newer], "the older one first");
     assert_eq!(p.a.held(), 0);
-    assert_eq!(frames(&mut p.pa, &mut p.pb).len(), 1);
+    assert_eq!(p.a.stats().held_sent, 1);
+    // The ARP reply coming late releases nothing more.
+    assert_eq!(
+        p.a.on_frame(t(61_300), &arp_reply(B, mac_b, p.pa.mac())),
+        Rx::Handled
+    );
+    assert_eq!(p.a.transmit_replies(&mut p.pa), 0);
+}
+
+#[test]
+fn released_segments_waiting_for_a_full_port_are_bounded() {
+    let (mut pa, _pb) = link(
+        WireConfig::default().with_capacity(1),
+        WireConfig::default(),
+    );
+    let mut a = Net::new(cfg(&pa, A));
+    let hop = |i: usize| Ipv4Address::new(10, 0, 0, 3 + i as u8);
+    let mac = |i: usize| EthernetAddress([2, 0, 0, 0, 1, i as u8]);
+    // The first ARP request takes the only slot; the port stays full.
+    for i in 0..=ARP_HOLD_MAX {
+        let to = FourTuple {
+            remote_addr: hop(i % ARP_HOLD_MAX),
+            ..tuple()
+        };
+        let _ = a.send_tcp(t(i as i64), &mut pa, &to, &tcp_repr(b"x"));
+        assert_eq!(
+            a.on_frame(
+                t(i as i64),
+                &arp_reply(hop(i % ARP_HOLD_MAX), mac(i), pa.mac())
+            ),
+            Rx::Handled
+        );
+        assert_eq!(a.transmit_replies(&mut pa), 0);
+        // The entry just learnt is forgotten again, so the next round holds anew.
+        a.remove_arp(hop(i % ARP_HOLD_MAX));
+    }
+    assert_eq!(a.released_queued(), ARP_HOLD_MAX);
+    assert_eq!(a.held(), 0);
+    assert_eq!(a.stats().held_dropped, 1, "one beyond the bound");
+    assert_eq!(a.stats().held_sent, 0);
 }
 
 #[test]
@@ -287,7 +445,8 @@ fn a_static_entry_drops_the_held_segment() {
     let mut p = pair();
     let _ = p.a.send_tcp(t(0), &mut p.pa, &tuple(), &tcp_repr(b"x"));
     assert_eq!(p.a.held(), 1);
-    p.a.insert_arp(B, p.pb.mac());
+    let mac_b = p.pb.mac();
+    p.a.insert_arp(B, mac_b);
     assert_eq!(p.a.held(), 0);
     assert_eq!(p.a.stats().held_dropped, 1);
     assert_eq!(p.a.transmit_replies(&mut p.pa), 0);
