@@ -411,6 +411,8 @@ pub struct CoreSnapshot {
     pub port: dataplane::port::PortStats,
     /// Segment alignment, summed.
     pub alignment: dataplane::lcore::AlignmentStats,
+    /// Ethernet/ARP/IPv4 counters, summed.
+    pub net: dataplane::net::NetStats,
     /// Connections per core, by core index.
     pub per_core: Vec<usize>,
 }
@@ -424,6 +426,7 @@ impl CoreSnapshot {
             all.gauges.add(&c.gauges());
             all.port.add(&c.port_stats());
             all.alignment.merge(&c.alignment());
+            all.net.add(&c.net_stats());
             all.per_core.push(c.connections());
         }
         all
@@ -455,6 +458,7 @@ impl Cores {
             all.gauges.add(&s.gauges);
             all.port.add(&s.port);
             all.alignment.merge(&s.alignment);
+            all.net.add(&s.net);
             all.per_core.push(s.gauges.connections);
         }
         all
@@ -568,6 +572,7 @@ fn poll_loop(
                     gauges: core.gauges(),
                     port: core.port_stats(),
                     alignment: core.alignment(),
+                    net: core.net_stats(),
                     per_core: Vec::new(),
                 };
                 *snap.lock().unwrap_or_else(|e| e.into_inner()) = s;

@@ -34,6 +34,8 @@ pub struct Snapshot {
     pub gauges: CoreGauges,
     /// TCP segmentation and retransmission.
     pub tcp: AlignmentStats,
+    /// Ethernet, ARP and IPv4.
+    pub net: dataplane::net::NetStats,
     /// Sessions admitted, rejected, running now, and the memory they hold.
     pub sessions: SessionCounters,
 }
@@ -63,6 +65,7 @@ impl Snapshot {
             core: core.stats(),
             gauges: core.gauges(),
             tcp: core.alignment(),
+            net: core.net_stats(),
             sessions,
         }
     }
@@ -74,6 +77,7 @@ impl Snapshot {
             core: c.stats,
             gauges: c.gauges,
             tcp: c.alignment,
+            net: c.net,
             sessions,
         }
     }
@@ -246,6 +250,56 @@ pub fn render(s: &Snapshot, port: &str) -> String {
         c,
         "Events held back by a full control channel.",
         k.events_deferred,
+    );
+    let n = &s.net;
+    metric(
+        "net_arp_requests_sent_total",
+        c,
+        "ARP requests sent.",
+        n.arp_requests_sent,
+    );
+    metric(
+        "net_arp_replies_sent_total",
+        c,
+        "ARP replies sent.",
+        n.arp_replies_sent,
+    );
+    metric(
+        "net_echo_replies_sent_total",
+        c,
+        "ICMP echo replies sent.",
+        n.echo_replies_sent,
+    );
+    metric(
+        "net_tx_unresolved_total",
+        c,
+        "TCP segments whose next hop's MAC was not known yet (held for the ARP reply).",
+        n.tx_unresolved,
+    );
+    metric(
+        "net_held_sent_total",
+        c,
+        "Held TCP segments sent once their next hop was resolved.",
+        n.held_sent,
+    );
+    metric(
+        "net_held_dropped_total",
+        c,
+        "Held TCP segments dropped (replaced, too old, or no room).",
+        n.held_dropped,
+    );
+    metric(
+        "net_rx_dropped_total",
+        c,
+        "Received frames dropped (malformed, not for us, bad checksum, fragment, \
+         unsupported, bad source, or no room to answer).",
+        n.drop_malformed
+            + n.drop_not_for_us
+            + n.drop_bad_checksum
+            + n.drop_fragment
+            + n.drop_unsupported
+            + n.drop_bad_source
+            + n.drop_reply_not_sent,
     );
     let t = &s.tcp;
     metric(
@@ -497,6 +551,7 @@ mod tests {
         s.core.syn_cookies_sent = 7;
         s.gauges.connections = 3;
         s.sessions.admitted = 2;
+        s.net.held_sent = 5;
         m.publish(s);
         let r = scrape(addr, "GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n");
         assert!(r.starts_with("HTTP/1.1 200 OK\r\n"), "{r}");
@@ -517,6 +572,7 @@ mod tests {
         assert_eq!(samples["iwarp_tcp_syn_cookies_sent_total"], 7);
         assert_eq!(samples["iwarp_connections"], 3);
         assert_eq!(samples["iwarp_sessions_admitted_total"], 2);
+        assert_eq!(samples["iwarp_net_held_sent_total"], 5);
         assert!(samples.len() > 40);
         let r = scrape(addr, "GET / HTTP/1.1\r\n\r\n");
         assert!(r.starts_with("HTTP/1.1 404"), "{r}");

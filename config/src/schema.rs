@@ -263,7 +263,7 @@ pub struct Control {
     #[serde(default = "default_ready_timeout")]
     pub ready_timeout: Millis,
     /// Where `iwarp serve` answers `GET /metrics` (Prometheus text format) with its port,
-    /// TCP, MPA and session counters: an `"ADDR:PORT"` on a kernel socket, e.g.
+    /// ARP/IPv4, TCP, MPA and session counters: an `"ADDR:PORT"` on a kernel socket, e.g.
     /// `"127.0.0.1:9464"`. Default: none (no exporter).
     #[serde(default)]
     pub metrics: Option<std::net::SocketAddr>,

@@ -254,6 +254,33 @@ pub struct NetStats {
     pub tx_tso_segments: u64,
 }
 
+impl NetStats {
+    /// Adds another core's counters.
+    pub fn add(&mut self, o: &NetStats) {
+        self.rx_frames += o.rx_frames;
+        self.rx_tcp += o.rx_tcp;
+        self.rx_arp += o.rx_arp;
+        self.rx_echo += o.rx_echo;
+        self.drop_malformed += o.drop_malformed;
+        self.drop_not_for_us += o.drop_not_for_us;
+        self.drop_bad_checksum += o.drop_bad_checksum;
+        self.drop_fragment += o.drop_fragment;
+        self.drop_unsupported += o.drop_unsupported;
+        self.drop_bad_source += o.drop_bad_source;
+        self.drop_reply_not_sent += o.drop_reply_not_sent;
+        self.arp_requests_sent += o.arp_requests_sent;
+        self.arp_replies_sent += o.arp_replies_sent;
+        self.echo_replies_sent += o.echo_replies_sent;
+        self.tx_tcp += o.tx_tcp;
+        self.tx_unresolved += o.tx_unresolved;
+        self.held_sent += o.held_sent;
+        self.held_dropped += o.held_dropped;
+        self.tx_failed += o.tx_failed;
+        self.tx_tso_frames += o.tx_tso_frames;
+        self.tx_tso_segments += o.tx_tso_segments;
+    }
+}
+
 /// A cheap hasher for IPv4 addresses as `u32` keys (multiplicative hashing); the cache
 /// is keyed by addresses the local network controls, and is bounded in size.
 #[derive(Debug, Default, Clone, Copy)]
