@@ -1420,30 +1420,35 @@ impl Core {
             stay = f.held_send.is_some() || f.held_recv.is_some() || f.cq_blocked;
         }
 
-        // Transmit.
-        let mut poll_at = c.tcp.poll_at();
-        if poll_at.is_some_and(|at| at <= now) {
-            let tuple = *c.tcp.tuple();
-            let room = port.tx_room();
-            let share = port.tx_zero_copy_capable();
-            let port = &mut **port;
-            work += c
-                .tcp
-                .poll_transmit_records(now, room, share, |repr, record, sum| {
-                    if net
-                        .send_tcp_record(now, port, &tuple, repr, record, sum)
-                        .is_err()
-                    {
-                        stats.tx_failures += 1;
-                    }
-                });
-            // A frame gathered for segmentation offload goes now, before any other
-            // connection's segments.
-            net.flush_tso(port);
-            poll_at = c.tcp.poll_at();
-            // Out of transmit room: more is ready; try again next poll.
-            stay |= poll_at.is_some_and(|at| at <= now);
-        }
+        // Transmit (and the TCP timers due), then when to come back: a connection being
+        // serviced has usually something to send, so it is not asked first (that would
+        // plan the next segment twice).
+        let tuple = *c.tcp.tuple();
+        let room = port.tx_room();
+        let share = port.tx_zero_copy_capable();
+        let tx_port = &mut **port;
+        let sent = c
+            .tcp
+            .poll_transmit_records(now, room, share, |repr, record, sum| {
+                if net
+                    .send_tcp_record(now, tx_port, &tuple, repr, record, sum)
+                    .is_err()
+                {
+                    stats.tx_failures += 1;
+                }
+            });
+        work += sent;
+        // A frame gathered for segmentation offload goes now, before any other
+        // connection's segments.
+        net.flush_tso(tx_port);
+        let poll_at = if sent < room {
+            // Everything ready went: only the timers are left.
+            c.tcp.next_timer()
+        } else {
+            c.tcp.poll_at()
+        };
+        // Out of transmit room: more is ready; try again next poll.
+        stay |= poll_at.is_some_and(|at| at <= now);
 
         // Both FINs acknowledged and the last ACK sent: the tuple waits out its 2 MSL
         // without the connection.

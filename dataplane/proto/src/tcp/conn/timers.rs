@@ -111,6 +111,14 @@ impl Connection {
         if self.plan_next().is_some() {
             return Some(instant(self.now));
         }
+        self.next_timer()
+    }
+
+    /// The earliest timer, whether or not something is ready to send: what
+    /// [`Connection::poll_at`] gives once [`Connection::poll_transmit_records`] sent all
+    /// it could (it returned fewer segments than it was allowed), without planning the
+    /// next segment again.
+    pub fn next_timer(&self) -> Option<Instant> {
         let mut t: Option<u64> = None;
         let mut take = |x: Option<u64>| {
             if let Some(x) = x {
