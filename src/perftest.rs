@@ -227,6 +227,7 @@ impl BwReport {
             avg_mib_s: self.avg,
             msg_rate_mpps: self.msg_rate,
             min_interval_mib_s: None,
+            completions: None,
         }
     }
 }
@@ -732,6 +733,7 @@ fn report_of(o: &PerftestOptions, sample: Option<Sample>) -> Report {
                 o.tx_depth as u64
             },
             post_list: 1,
+            cq_mod: 1,
             qps: 1,
             cores: 1,
             bidirectional: false,

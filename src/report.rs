@@ -119,6 +119,10 @@ pub struct BwSample {
     /// The lowest per-interval bandwidth, MiB/sec, when the run was measured in intervals.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub min_interval_mib_s: Option<f64>,
+    /// Send completions the client polled (fewer than `iterations` with completion
+    /// moderation, `-Q`), when it counted them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub completions: Option<u64>,
 }
 
 impl BwSample {
@@ -135,6 +139,7 @@ impl BwSample {
             avg_mib_s,
             msg_rate_mpps,
             min_interval_mib_s: None,
+            completions: None,
         }
     }
 }
@@ -354,6 +359,7 @@ impl BwMeter {
                 avg_mib_s: 0.0,
                 msg_rate_mpps: 0.0,
                 min_interval_mib_s: None,
+                completions: None,
             };
         }
         let end = if n as usize == kept {
@@ -377,6 +383,7 @@ impl BwMeter {
             avg_mib_s,
             msg_rate_mpps,
             min_interval_mib_s: None,
+            completions: None,
         }
     }
 }
@@ -561,6 +568,9 @@ pub struct ReportParams {
     /// Work requests per doorbell (`-l`).
     #[serde(default)]
     pub post_list: u64,
+    /// Send work requests per signaled completion (`-Q`); 1: every one signaled.
+    #[serde(default = "one")]
+    pub cq_mod: u64,
     /// QPs per direction (`-q`); the samples are their aggregate when above 1.
     #[serde(default = "one")]
     pub qps: u64,
@@ -792,6 +802,9 @@ fn banner(title: &str, params: &ReportParams) -> String {
     }
     if params.post_list > 1 {
         kv("Post list", &params.post_list.to_string());
+    }
+    if params.cq_mod > 1 {
+        kv("CQ Moderation", &params.cq_mod.to_string());
     }
     kv("MPA mode", &params.mpa);
     kv("Faults", &params.faults);

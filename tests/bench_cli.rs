@@ -196,6 +196,49 @@ fn faults_verify_and_post_lists() {
     );
 }
 
+/// `-Q`: only every N-th request is signaled; one completion covers the ones before it,
+/// and every message is still counted and checked.
+#[test]
+fn completion_moderation() {
+    for (q, cqes) in [("1", 1000), ("100", 10), ("128", 8)] {
+        let r = json(&["write-bw", "-s", "8", "-n", "1000", "-Q", q]);
+        assert_eq!(r["params"]["cq_mod"], q.parse::<u64>().unwrap());
+        assert_eq!(r["samples"][0]["iterations"], 1000, "-Q {q}");
+        // 1000 is no multiple of 128: the last request is signaled too.
+        assert_eq!(r["samples"][0]["completions"], cqes, "-Q {q}");
+    }
+    // Reads: at most ORD (16 here) per completion; every Read's data checked, under
+    // faults.
+    let mut args = vec![
+        "read-bw", "-s", "100", "-n", "1000", "-Q", "100", "--verify",
+    ];
+    args.extend(FAULTS);
+    let r = json(&args);
+    assert_eq!(r["samples"][0]["completions"], 1000 / 16 + 1);
+    assert_eq!(r["verify"]["wrong_octets"], 0);
+    assert_eq!(r["verify"]["verified_octets"], 1000 * 100);
+    // A timed run ends with a whole group, so its last request is a signaled one.
+    for test in ["write-bw", "send-bw"] {
+        let mut args = vec![test, "-s", "64", "-D", "0.3", "-Q", "50", "--verify"];
+        args.extend(FAULTS);
+        let r = json(&args);
+        let n = r["samples"][0]["iterations"].as_u64().unwrap();
+        assert!(n > 0 && n.is_multiple_of(50), "{test}: {n}");
+        assert_eq!(r["samples"][0]["completions"], n / 50, "{test}");
+        assert_eq!(r["verify"]["wrong_octets"], 0, "{test}");
+        assert_eq!(r["verify"]["verified_octets"], n * 64, "{test}");
+    }
+    let t = text(&iwarp(&["bench", "write-bw", "-n", "200", "-Q", "20"]));
+    assert!(t.contains("CQ Moderation   : 20"), "{t}");
+    refused(&["write-bw", "-Q", "0"], "completion moderation (-Q)");
+    refused(&["write-bw", "-t", "64", "-Q", "100"], "within 1..=64");
+    refused(&["write-lat", "-Q", "2"], "-Q) is for the bandwidth tests");
+    refused(
+        &["write-bw", "--perftest", "--config", "config/af_packet.toml", "-Q", "2"],
+        "--perftest does not take -Q",
+    );
+}
+
 #[test]
 fn tso_hands_the_link_frames_of_several_segments() {
     // Reads: the server's Read Responses are the large transmits; Writes: the client's.

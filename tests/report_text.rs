@@ -26,6 +26,7 @@ fn params() -> ReportParams {
         report_gbits: false,
         tx_depth: 0,
         post_list: 0,
+        cq_mod: 1,
         qps: 1,
         cores: 1,
         bidirectional: false,
@@ -40,6 +41,7 @@ fn bw(bytes: u64, iterations: u64, peak: f64, avg: f64, rate: f64) -> BwSample {
         avg_mib_s: avg,
         msg_rate_mpps: rate,
         min_interval_mib_s: None,
+        completions: None,
     }
 }
 

@@ -67,15 +67,17 @@ impl Client {
     /// here, possibly in the same poll as the result itself.
     fn step(&mut self) -> Result<usize, BenchError> {
         let n = self.ep.pump_any();
+        // What is taken out keeps the rest in order: with completion moderation one
+        // completion covers the unsignaled requests before it.
         let mut failed = None;
         let mut i = 0;
         while i < self.ep.done.len() {
             let c = self.ep.done[i];
             if c.status != WcStatus::Success {
                 failed = failed.or(Some(c));
-                self.ep.done.swap_remove(i);
+                self.ep.done.remove(i);
             } else if c.opcode == WcOpcode::Recv && c.wr_id & WR_CTL != 0 {
-                self.ep.done.swap_remove(i);
+                self.ep.done.remove(i);
                 let ctl = self.take_ctl(&c)?;
                 match ctl {
                     Ctl::Ready => self.ready += 1,
@@ -151,7 +153,7 @@ impl Client {
                 .iter()
                 .position(|c| c.wr_id == WR_CONTROL_SEND && c.opcode == WcOpcode::Send)
             {
-                self.ep.done.swap_remove(i);
+                self.ep.done.remove(i);
                 return Ok(());
             }
             if Instant::now() > until {
@@ -386,14 +388,23 @@ fn progress(o: &BenchOptions) -> Option<Progress> {
 }
 
 /// Whether another message may start at `now`: the count is not reached, or the time not
-/// up.
-fn more(o: &BenchOptions, deadline: Option<Instant>, posted: u64, now: Instant) -> bool {
+/// up. A run measured in time (or until stopped) that moderates completions (`group`
+/// requests per signaled one) ends at the end of a group, so that its last request is a
+/// signaled one.
+fn more(
+    o: &BenchOptions,
+    deadline: Option<Instant>,
+    posted: u64,
+    now: Instant,
+    group: u64,
+) -> bool {
+    let open_group = !posted.is_multiple_of(group);
     if let Some(stop) = o.intervals.as_ref().and_then(|i| i.stop.as_ref()) {
-        return !stop.load(Ordering::Relaxed);
+        return open_group || !stop.load(Ordering::Relaxed);
     }
     match (o.length, deadline) {
         (Length::Iterations(n), _) => posted < n,
-        (_, Some(d)) => now < d,
+        (_, Some(d)) => open_group || now < d,
         _ => false,
     }
 }
@@ -428,6 +439,10 @@ fn bw(
     }
     // One more region slot than Reads in flight (at most what the server sized it for).
     let region_slots = verify::region_slots(false, depth);
+    // Completion moderation: every `group`-th request is signaled (and the last of a
+    // counted run); at most the depth, or the queue would fill before a signaled one.
+    let group = o.cq_mod.clamp(1, depth) as u64;
+    let mut cqes = 0u64;
     let total = match o.length {
         Length::Iterations(n) => n,
         Length::Duration(_) => 0,
@@ -456,7 +471,7 @@ fn bw(
     let mut fresh: Option<Instant> = None;
     loop {
         let posting = fresh.take().unwrap_or_else(Instant::now);
-        let going = more(o, deadline, posted, posting);
+        let going = more(o, deadline, posted, posting, group);
         if !going && completed == posted {
             break;
         }
@@ -464,7 +479,7 @@ fn bw(
         // lists are posted until the send queue is full, then completions are polled.
         loop {
             batch.clear();
-            while more(o, deadline, posted + batch.len() as u64, posting)
+            while more(o, deadline, posted + batch.len() as u64, posting, group)
                 && posted + (batch.len() as u64) - completed < depth as u64
                 && (!credited || c.credits > batch.len() as u64)
             {
@@ -508,7 +523,7 @@ fn bw(
                     wr_id: i,
                     op,
                     local: buf.sge(off, size as u32),
-                    signaled: true,
+                    signaled: (i + 1).is_multiple_of(group) || i + 1 == total,
                 });
                 if batch.len() == o.post_list {
                     break;
@@ -548,16 +563,26 @@ fn bw(
                     d.byte_len
                 )));
             }
-            completed += 1;
-            meter.complete(now);
-            if o.verify && o.test == Test::ReadBw {
-                let i = d.wr_id;
-                let off = (i % slots as u64) as usize * size;
-                let from = verify::read_offset(i, size, region_slots);
-                let got = read(&buf, off, size)?;
-                c.errors += verify::mismatches_region(&got, from);
-                c.verified += size as u64;
+            // A completion covers its request and the unsignaled ones before it.
+            if d.wr_id < completed || d.wr_id >= posted {
+                return Err(BenchError::Protocol(format!(
+                    "a completion for request {} with {completed} of {posted} completed",
+                    d.wr_id
+                )));
             }
+            let covered = d.wr_id + 1 - completed;
+            if o.verify && o.test == Test::ReadBw {
+                for i in completed..=d.wr_id {
+                    let off = (i % slots as u64) as usize * size;
+                    let from = verify::read_offset(i, size, region_slots);
+                    let got = read(&buf, off, size)?;
+                    c.errors += verify::mismatches_region(&got, from);
+                    c.verified += size as u64;
+                }
+            }
+            completed = d.wr_id + 1;
+            cqes += 1;
+            meter.complete_n(now, covered as usize);
         }
         if n > 0 {
             last_progress = stepped;
@@ -595,6 +620,7 @@ fn bw(
     }
     let mut sample = meter.sample();
     sample.min_interval_mib_s = min_interval;
+    sample.completions = Some(cqes);
     Ok((Sample::Bw(sample), posted))
 }
 

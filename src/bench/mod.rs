@@ -187,6 +187,12 @@ pub struct BenchOptions {
     /// Work requests posted per doorbell by bandwidth tests (perftest's `-l` post list),
     /// 1..=`tx_depth`.
     pub post_list: usize,
+    /// Completion moderation of bandwidth tests (perftest's `-Q`/`--cq-mod`): only every
+    /// `cq_mod`-th send work request is signaled, and its completion covers the ones
+    /// before it (a QP completes its requests in order). 1..=`tx_depth`; 1 (the default)
+    /// signals every request. A read-bw run keeps at most ORD Reads in flight, and takes
+    /// at most that many per completion.
+    pub cq_mod: usize,
     /// IP MTU of the link.
     pub mtu: usize,
     /// The MPA policy (IRD and ORD included).
@@ -245,6 +251,7 @@ impl Default for BenchOptions {
             length: Length::Iterations(1000),
             tx_depth: 128,
             post_list: 1,
+            cq_mod: 1,
             mtu: 1500,
             mpa: crate::mpa::bench_default(),
             faults: FaultConfig::default(),
@@ -407,6 +414,19 @@ pub fn check_options(o: &BenchOptions) -> Result<(), BenchError> {
             "per-interval figures (--interval, --run-infinitely) are for one QP".into(),
         ));
     }
+    if o.cq_mod == 0 || o.cq_mod > o.tx_depth {
+        return Err(BenchError::Options(format!(
+            "the completion moderation (-Q) must be within 1..={} (the tx depth)",
+            o.tx_depth
+        )));
+    }
+    if o.cq_mod > 1 && o.test.is_latency() {
+        return Err(BenchError::Options(
+            "completion moderation (-Q) is for the bandwidth tests: a latency test waits \
+             for each message"
+                .into(),
+        ));
+    }
     if o.post_list > 1 && o.test.is_latency() {
         return Err(BenchError::Options(
             "post lists (-l) are for the bandwidth tests: a latency test posts one request \
@@ -564,6 +584,11 @@ pub fn outcome(
             o.tx_depth as u64
         },
         post_list: o.post_list as u64,
+        cq_mod: if o.test.is_latency() {
+            1
+        } else {
+            o.cq_mod as u64
+        },
         qps: o.qps as u64,
         cores: o.cores as u64,
         bidirectional: o.bidirectional,

@@ -112,6 +112,11 @@ pub struct BenchArgs {
     /// Work requests posted per doorbell by the bandwidth tests (perftest's post list).
     #[arg(short = 'l', long, value_name = "N", default_value_t = 1)]
     pub post_list: usize,
+    /// Bandwidth tests: signal only every N-th work request; its completion covers the
+    /// ones before it (perftest's -Q/--cq-mod; perftest's default is 100). At most the
+    /// tx depth; a read-bw run takes at most its ORD. 1 signals every request.
+    #[arg(short = 'Q', long = "cq-mod", value_name = "N", default_value_t = 1)]
+    pub cq_mod: usize,
     /// Bandwidth in Gb/sec (10^9 bits) instead of MiB/sec (perftest's --report_gbits).
     #[arg(long, alias = "report_gbits")]
     pub report_gbits: bool,
@@ -288,6 +293,7 @@ fn options(a: &BenchArgs) -> Result<BenchOptions, String> {
         // On stderr, and only when it is a terminal: never in stdout's JSON or figures.
         progress: true,
         post_list: a.post_list,
+        cq_mod: a.cq_mod,
         intervals,
         qps: a.qps,
         cores: a.cores,

@@ -58,6 +58,11 @@ fn plan(a: &BenchArgs) -> Result<Plan, String> {
             "post lists are not in the perftest exchange yet",
         ),
         (
+            a.cq_mod > 1,
+            "-Q",
+            "completion moderation is not in the perftest exchange yet",
+        ),
+        (
             a.interval.is_some() || a.run_infinitely,
             "--interval/--run-infinitely",
             "perftest's -R exchange reports one result at the end",
