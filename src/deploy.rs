@@ -418,6 +418,15 @@ pub struct CoreSnapshot {
 }
 
 impl CoreSnapshot {
+    /// Adds `o`'s counters and gauges (not its `per_core`, which callers list their way).
+    pub fn add_counters(&mut self, o: &CoreSnapshot) {
+        self.stats.add(&o.stats);
+        self.gauges.add(&o.gauges);
+        self.port.add(&o.port);
+        self.alignment.merge(&o.alignment);
+        self.net.add(&o.net);
+    }
+
     /// The counters of `cores` now, summed.
     pub fn of(cores: &[Core]) -> CoreSnapshot {
         let mut all = CoreSnapshot::default();
@@ -454,11 +463,7 @@ impl Cores {
         let mut all = CoreSnapshot::default();
         for s in &self.snaps {
             let s = s.lock().unwrap_or_else(|e| e.into_inner()).clone();
-            all.stats.add(&s.stats);
-            all.gauges.add(&s.gauges);
-            all.port.add(&s.port);
-            all.alignment.merge(&s.alignment);
-            all.net.add(&s.net);
+            all.add_counters(&s);
             all.per_core.push(s.gauges.connections);
         }
         all
@@ -818,6 +823,29 @@ impl Node {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn snapshots_add_every_counter() {
+        let mut one = CoreSnapshot::default();
+        one.stats.polls = 2;
+        one.gauges.connections = 3;
+        one.port.rx_frames = 4;
+        one.alignment.timeouts = 5;
+        one.net.held_sent = 6;
+        let mut all = CoreSnapshot::default();
+        all.add_counters(&one);
+        all.add_counters(&one);
+        assert_eq!(
+            (
+                all.stats.polls,
+                all.gauges.connections,
+                all.port.rx_frames,
+                all.alignment.timeouts,
+                all.net.held_sent
+            ),
+            (4, 6, 8, 10, 12)
+        );
+    }
 
     /// `[control] ready_timeout` bounds the wait for the lcores to start polling.
     #[test]

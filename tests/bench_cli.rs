@@ -234,7 +234,14 @@ fn completion_moderation() {
     refused(&["write-bw", "-t", "64", "-Q", "100"], "within 1..=64");
     refused(&["write-lat", "-Q", "2"], "-Q) is for the bandwidth tests");
     refused(
-        &["write-bw", "--perftest", "--config", "config/af_packet.toml", "-Q", "2"],
+        &[
+            "write-bw",
+            "--perftest",
+            "--config",
+            "config/af_packet.toml",
+            "-Q",
+            "2",
+        ],
         "--perftest does not take -Q",
     );
 }
@@ -398,6 +405,8 @@ fn intervals_and_runs_until_interrupted() {
             "--run-infinitely",
             "--interval",
             "0.1",
+            "-Q",
+            "7",
         ])
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped())
@@ -415,6 +424,15 @@ fn intervals_and_runs_until_interrupted() {
     assert!(t.matches(" interval to ").count() >= 3, "{t}");
     assert!(t.contains("lowest interval bandwidth"), "{t}");
     assert!(t.contains("BW average[MiB/sec]"), "{t}");
+    // Stopped with completion moderation (-Q 7): the run ends with a whole group, all
+    // of it completed.
+    let summary = t
+        .lines()
+        .skip_while(|l| !l.contains("BW average[MiB/sec]"))
+        .nth(1)
+        .unwrap_or_else(|| panic!("{t}"));
+    let n: u64 = summary.split_whitespace().nth(1).unwrap().parse().unwrap();
+    assert!(n > 0 && n.is_multiple_of(7), "{summary}");
     refused(
         &["write-bw", "--run-infinitely", "-n", "5"],
         "cannot be used with",

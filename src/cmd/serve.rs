@@ -331,10 +331,7 @@ fn serve_nodes(
                 let mut all = CoreSnapshot::default();
                 for v in views {
                     let s = v.snapshot();
-                    all.stats.add(&s.stats);
-                    all.gauges.add(&s.gauges);
-                    all.port.add(&s.port);
-                    all.alignment.merge(&s.alignment);
+                    all.add_counters(&s);
                     all.per_core.extend(s.per_core);
                 }
                 all
