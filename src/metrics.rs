@@ -293,13 +293,7 @@ pub fn render(s: &Snapshot, port: &str) -> String {
         c,
         "Received frames dropped (malformed, not for us, bad checksum, fragment, \
          unsupported, bad source, or no room to answer).",
-        n.drop_malformed
-            + n.drop_not_for_us
-            + n.drop_bad_checksum
-            + n.drop_fragment
-            + n.drop_unsupported
-            + n.drop_bad_source
-            + n.drop_reply_not_sent,
+        n.rx_dropped(),
     );
     let t = &s.tcp;
     metric(

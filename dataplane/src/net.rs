@@ -255,6 +255,17 @@ pub struct NetStats {
 }
 
 impl NetStats {
+    /// Received frames dropped, whatever the reason (the `drop_*` counters summed).
+    pub fn rx_dropped(&self) -> u64 {
+        self.drop_malformed
+            + self.drop_not_for_us
+            + self.drop_bad_checksum
+            + self.drop_fragment
+            + self.drop_unsupported
+            + self.drop_bad_source
+            + self.drop_reply_not_sent
+    }
+
     /// Adds another core's counters.
     pub fn add(&mut self, o: &NetStats) {
         self.rx_frames += o.rx_frames;

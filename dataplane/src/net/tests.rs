@@ -200,6 +200,14 @@ fn arp_exchange(p: &mut Pair, at: Instant) {
     }
 }
 
+/// A TCP segment from B (its real MAC) reaches A at `at`.
+fn tcp_from_b(p: &mut Pair, at: Instant) {
+    let mut seg = Vec::new();
+    wire::tcp::segment_to_bytes(&tuple().reversed(), &tcp_repr(b"y"), &mut seg);
+    let f = ip_frame(p.pa.mac(), p.pb.mac(), B, A, IpProtocol::Tcp, &seg);
+    assert!(matches!(rx(&mut p.a, at, &f, &mut p.pa), Rx::Tcp { .. }));
+}
+
 #[test]
 fn a_segment_to_an_unresolved_hop_is_held_and_sent_with_the_reply() {
     let mut p = pair();
@@ -337,13 +345,7 @@ fn a_held_segment_goes_before_a_later_one_when_the_entry_comes_back() {
     );
     assert_eq!(frames(&mut p.pa, &mut p.pb).len(), 1, "the ARP request");
     // B's TCP traffic brings the entry back before any ARP reply.
-    let mut seg = Vec::new();
-    wire::tcp::segment_to_bytes(&tuple().reversed(), &tcp_repr(b"y"), &mut seg);
-    let f = ip_frame(p.pa.mac(), mac_b, B, A, IpProtocol::Tcp, &seg);
-    assert!(matches!(
-        rx(&mut p.a, t(61_100), &f, &mut p.pa),
-        Rx::Tcp { .. }
-    ));
+    tcp_from_b(&mut p, t(61_100));
     let mut newer = tcp_repr(b"newer");
     newer.seq_number = TcpSeqNumber(1005);
     p.a.send_tcp(t(61_200), &mut p.pa, &tuple(), &newer)
@@ -728,13 +730,7 @@ fn arp_entries_expire_unless_refreshed() {
     assert_eq!(out.len(), 2);
     assert_eq!(p.a.stats().arp_requests_sent, 2);
     // B's TCP traffic refreshes A's entry for B.
-    let mut seg = Vec::new();
-    wire::tcp::segment_to_bytes(&tuple().reversed(), &tcp_repr(b"y"), &mut seg);
-    let f = ip_frame(p.pa.mac(), mac_b, B, A, IpProtocol::Tcp, &seg);
-    assert!(matches!(
-        rx(&mut p.a, t(58_000), &f, &mut p.pa),
-        Rx::Tcp { .. }
-    ));
+    tcp_from_b(&mut p, t(58_000));
     assert_eq!(p.a.arp_lookup(t(100_000), B), Some(mac_b));
     assert_eq!(p.a.arp_lookup(t(118_000), B), None);
     // After expiry, sending asks again.

@@ -371,6 +371,25 @@ enum TxKind {
     ReadResponse { stag: u32, to: u64 },
 }
 
+/// What a send queue request goes out as; a Send with `msn` as its MSN.
+fn tx_kind(op: SendOp, msn: u32) -> TxKind {
+    let send = |opcode, inv| TxKind::Send { opcode, inv, msn };
+    match op {
+        SendOp::Send => send(Opcode::Send, 0),
+        SendOp::SendSolicited => send(Opcode::SendWithSe, 0),
+        SendOp::SendInvalidate { stag } => send(Opcode::SendWithInvalidate, stag),
+        SendOp::SendSolicitedInvalidate { stag } => send(Opcode::SendWithSeAndInvalidate, stag),
+        SendOp::Write {
+            remote_stag,
+            remote_to,
+        } => TxKind::Write {
+            stag: remote_stag,
+            to: remote_to,
+        },
+        SendOp::Read { .. } => TxKind::ReadRequest,
+    }
+}
+
 impl TxKind {
     /// DDP and RDMAP header octets of each of its ULPDUs (a Read Request's whole ULPDU).
     fn header_len(&self) -> usize {
@@ -791,23 +810,8 @@ impl Qp {
                     (kind, r.len)
                 } else {
                     let p = self.sq.front().filter(|_| self.sq_head_ready())?;
-                    let kind = match p.wr.op {
-                        SendOp::Write {
-                            remote_stag,
-                            remote_to,
-                        } => TxKind::Write {
-                            stag: remote_stag,
-                            to: remote_to,
-                        },
-                        SendOp::Read { .. } => TxKind::ReadRequest,
-                        // (Which Send and its MSN do not change the header's length.)
-                        _ => TxKind::Send {
-                            opcode: Opcode::Send,
-                            inv: 0,
-                            msn: 0,
-                        },
-                    };
-                    (kind, p.wr.local.len as usize)
+                    // (The MSN does not change the header's length.)
+                    (tx_kind(p.wr.op, 0), p.wr.local.len as usize)
                 }
             }
         };
@@ -856,22 +860,11 @@ impl Qp {
         let Some(p) = self.sq.pop_front() else {
             return;
         };
-        let kind = match p.wr.op {
-            SendOp::Send => self.send_kind(Opcode::Send, 0),
-            SendOp::SendSolicited => self.send_kind(Opcode::SendWithSe, 0),
-            SendOp::SendInvalidate { stag } => self.send_kind(Opcode::SendWithInvalidate, stag),
-            SendOp::SendSolicitedInvalidate { stag } => {
-                self.send_kind(Opcode::SendWithSeAndInvalidate, stag)
-            }
-            SendOp::Write {
-                remote_stag,
-                remote_to,
-            } => TxKind::Write {
-                stag: remote_stag,
-                to: remote_to,
-            },
-            SendOp::Read { .. } => TxKind::ReadRequest,
-        };
+        let kind = tx_kind(p.wr.op, self.tx_msn[0]);
+        if matches!(kind, TxKind::Send { .. }) {
+            // Each Send takes the next MSN of untagged queue 0, the Send queue.
+            self.tx_msn[0] = self.tx_msn[0].wrapping_add(1);
+        }
         if let Some(s) = self.slot_mut(p.seq) {
             s.started = true;
         }
@@ -884,12 +877,6 @@ impl Qp {
             len: p.wr.local.len as usize,
             sent: 0,
         });
-    }
-
-    fn send_kind(&mut self, opcode: Opcode, inv: u32) -> TxKind {
-        let msn = self.tx_msn[0];
-        self.tx_msn[0] = msn.wrapping_add(1);
-        TxKind::Send { opcode, inv, msn }
     }
 
     /// Appends the next ULPDU (DDP header + payload, at most `max_ulpdu` octets = MULPDU)
