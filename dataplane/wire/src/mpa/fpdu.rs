@@ -251,6 +251,56 @@ pub struct Framer {
     pos: u64,
     /// Whether the one pass also takes the FPDUs' one's complement sums.
     sums: bool,
+    /// The FPDU being written ([`Framer::writer`]). It lives here rather than in the
+    /// [`FpduWriter`], which is two references and so costs nothing to move: a writer
+    /// that held this state was built field by field and then moved (out of `writer`'s
+    /// `Result`, into `finish`), and the moves read it back wider than it was written,
+    /// stalling on store forwarding (about a third of the framing time of a 1454-octet
+    /// ULPDU beyond the kernel, measured).
+    w: WriteState,
+}
+
+/// The state of the FPDU a [`FpduWriter`] is writing (kept in its [`Framer`]).
+#[derive(Debug, Clone, Copy)]
+struct WriteState {
+    finished: bool,
+    layout: FpduLayout,
+    /// Stream position of the next octet.
+    pos: u64,
+    /// The CRC32c (finished value) of the octets so far.
+    crc: u32,
+    /// The one's complement sum of the FPDU's octets so far (unfolded, by the parity of
+    /// their offset from the FPDU's first octet).
+    sum: u64,
+    /// Octets of ULPDU still to come.
+    left: usize,
+    /// Where the FPDU starts in `out`.
+    base: usize,
+    /// Without markers: where in the FPDU the octets not yet added to the CRC and the sum
+    /// start. Small pieces (the ULPDU_Length, a DDP header, the PAD) are copied as they
+    /// come and taken in one kernel call with the next large one, rather than one call
+    /// each.
+    pending: Option<usize>,
+}
+
+impl WriteState {
+    const IDLE: WriteState = WriteState {
+        finished: true,
+        layout: FpduLayout {
+            start: 0,
+            header: 0,
+            ulpdu_len: 0,
+            markers: false,
+            wire_len: 0,
+            crc_coverage: 0,
+        },
+        pos: 0,
+        crc: 0,
+        sum: 0,
+        left: 0,
+        base: 0,
+        pending: None,
+    };
 }
 
 impl Framer {
@@ -266,6 +316,7 @@ impl Framer {
             mode,
             pos,
             sums: true,
+            w: WriteState::IDLE,
         }
     }
 
@@ -346,13 +397,7 @@ impl Framer {
             return Err(FrameError::UlpduTooLong { len: ulpdu_len });
         }
         let layout = self.next_layout(ulpdu_len);
-        Ok(FpduWriter::new(
-            layout,
-            self.mode.crc,
-            self.sums,
-            &mut self.pos,
-            out,
-        ))
+        Ok(FpduWriter::new(layout, self, out))
     }
 }
 
@@ -378,52 +423,22 @@ pub enum CopyPass {
 /// region's octets, copied straight from registered memory).
 #[derive(Debug)]
 pub struct FpduWriter<'a> {
+    /// The framer: its mode, its stream position (advanced by `finish`) and the state of
+    /// this FPDU ([`WriteState`]).
+    framer: &'a mut Framer,
     out: &'a mut Vec<u8>,
-    /// The framer's stream position, advanced by `finish`.
-    framer_pos: &'a mut u64,
-    finished: bool,
-    layout: FpduLayout,
-    crc_on: bool,
-    /// Whether the sum is taken ([`Framer::with_sums`]).
-    sums: bool,
-    /// Stream position of the next octet.
-    pos: u64,
-    /// The CRC32c (finished value) of the octets so far.
-    crc: u32,
-    /// The one's complement sum of the FPDU's octets so far (unfolded, by the parity of
-    /// their offset from the FPDU's first octet).
-    sum: u64,
-    /// Octets of ULPDU still to come.
-    left: usize,
-    /// Where the FPDU starts in `out`.
-    base: usize,
-    /// Without markers: where in the FPDU the octets not yet added to the CRC and the sum
-    /// start. Small pieces (the ULPDU_Length, a DDP header, the PAD) are copied as they
-    /// come and taken in one kernel call with the next large one, rather than one call
-    /// each.
-    pending: Option<usize>,
 }
 
 /// Pieces shorter than this are copied and added to the CRC and the sum later, together.
 const SMALL_PIECE: usize = 64;
 
 impl<'a> FpduWriter<'a> {
-    fn new(
-        layout: FpduLayout,
-        crc_on: bool,
-        sums: bool,
-        framer_pos: &'a mut u64,
-        out: &'a mut Vec<u8>,
-    ) -> Self {
+    fn new(layout: FpduLayout, framer: &'a mut Framer, out: &'a mut Vec<u8>) -> Self {
         out.reserve(layout.wire_len);
         let base = out.len();
-        let mut w = FpduWriter {
-            out,
-            framer_pos,
+        framer.w = WriteState {
             finished: false,
             layout,
-            crc_on,
-            sums,
             pos: layout.start,
             crc: 0,
             sum: 0,
@@ -431,6 +446,7 @@ impl<'a> FpduWriter<'a> {
             base,
             pending: None,
         };
+        let mut w = FpduWriter { framer, out };
         if layout.has_leading_marker() {
             w.marker();
         }
@@ -443,30 +459,30 @@ impl<'a> FpduWriter<'a> {
     /// contiguous wire octets when it is finished (still in cache), instead of one
     /// kernel call per run.
     fn deferred(&self) -> bool {
-        self.layout.markers
+        self.framer.w.layout.markers
     }
 
     /// Octets of ULPDU still expected.
     pub fn remaining(&self) -> usize {
-        self.left
+        self.framer.w.left
     }
 
     /// Adds a run of `len` octets just appended to `out` at FPDU offset `at`, with their
-    /// CRC already in `self.crc` and their unfolded sum `sum`.
+    /// CRC already in the state's `crc` and their unfolded sum `sum`.
     fn add_sum(&mut self, at: usize, sum: u64) {
-        self.sum += kernels::sum_at(sum, at);
+        self.framer.w.sum += kernels::sum_at(sum, at);
     }
 
     fn marker(&mut self) {
-        let ptr = self.layout.fpduptr_at(self.pos);
+        let ptr = self.framer.w.layout.fpduptr_at(self.framer.w.pos);
         let m = [0, 0, (ptr >> 8) as u8, ptr as u8];
         self.append(&m);
     }
 
     /// The CRC32c of `data` advanced from `crc`, and its unfolded sum when sums are taken
     /// (else 0).
-    fn crc_and_sum(&self, crc: u32, data: &[u8]) -> (u32, u64) {
-        if self.sums {
+    fn crc_and_sum(sums: bool, crc: u32, data: &[u8]) -> (u32, u64) {
+        if sums {
             kernels::crc32c_sum(crc, data)
         } else {
             (kernels::crc32c_append(crc, data), 0)
@@ -475,10 +491,11 @@ impl<'a> FpduWriter<'a> {
 
     /// Adds the octets copied since `pending` to the CRC and the sum.
     fn flush_pending(&mut self) {
-        if let Some(p) = self.pending.take() {
-            let (crc, sum) = self.crc_and_sum(self.crc, &self.out[self.base + p..]);
-            self.crc = crc;
-            self.add_sum(p, sum);
+        let w = &mut self.framer.w;
+        if let Some(p) = w.pending.take() {
+            let (crc, sum) = Self::crc_and_sum(self.framer.sums, w.crc, &self.out[w.base + p..]);
+            w.crc = crc;
+            w.sum += kernels::sum_at(sum, p);
         }
     }
 
@@ -486,31 +503,31 @@ impl<'a> FpduWriter<'a> {
     fn append(&mut self, data: &[u8]) {
         if self.deferred() {
             self.out.extend_from_slice(data);
-            self.pos += data.len() as u64;
+            self.framer.w.pos += data.len() as u64;
             return;
         }
-        let at = self.out.len() - self.base;
+        let at = self.out.len() - self.framer.w.base;
         if data.len() < SMALL_PIECE {
-            self.pending.get_or_insert(at);
+            self.framer.w.pending.get_or_insert(at);
             self.out.extend_from_slice(data);
-            self.pos += data.len() as u64;
+            self.framer.w.pos += data.len() as u64;
             return;
         }
         self.flush_pending();
-        let (crc, sum) = if self.sums {
-            kernels::append_crc32c_sum(self.out, data, self.crc)
+        let (crc, sum) = if self.framer.sums {
+            kernels::append_crc32c_sum(self.out, data, self.framer.w.crc)
         } else {
-            (kernels::append_crc32c(self.out, data, self.crc), 0)
+            (kernels::append_crc32c(self.out, data, self.framer.w.crc), 0)
         };
-        self.crc = crc;
+        self.framer.w.crc = crc;
         self.add_sum(at, sum);
-        self.pos += data.len() as u64;
+        self.framer.w.pos += data.len() as u64;
     }
 
     /// Octets until the next marker position (unbounded without markers).
     fn room(&self) -> usize {
-        if self.layout.markers {
-            (MARKER_INTERVAL - self.pos % MARKER_INTERVAL) as usize
+        if self.framer.w.layout.markers {
+            (MARKER_INTERVAL - self.framer.w.pos % MARKER_INTERVAL) as usize
         } else {
             usize::MAX
         }
@@ -518,7 +535,7 @@ impl<'a> FpduWriter<'a> {
 
     /// Writes a marker if the next octet position is a marker position.
     fn pending_marker(&mut self) {
-        if self.layout.markers && is_marker_position(self.pos) {
+        if self.framer.w.layout.markers && is_marker_position(self.framer.w.pos) {
             self.marker();
         }
     }
@@ -536,8 +553,8 @@ impl<'a> FpduWriter<'a> {
     /// (and [`FpduWriter::finish`] pads a ULPDU left short), so the FPDU always has the
     /// layout its ULPDU_Length promises.
     pub fn put(&mut self, data: &[u8]) {
-        let data = &data[..data.len().min(self.left)];
-        self.left -= data.len();
+        let data = &data[..data.len().min(self.framer.w.left)];
+        self.framer.w.left -= data.len();
         self.content(data);
     }
 
@@ -553,39 +570,42 @@ impl<'a> FpduWriter<'a> {
         len: usize,
         mut copy: impl FnMut(usize, usize, &mut Vec<u8>, CopyPass) -> Result<(u32, u64), E>,
     ) -> Result<(), E> {
-        let len = len.min(self.left);
+        let len = len.min(self.framer.w.left);
+        let deferred = self.deferred();
         let mut done = 0;
         while done < len {
             self.pending_marker();
             let n = self.room().min(len - done);
-            let at = self.out.len() - self.base;
-            if !self.deferred() && n < SMALL_PIECE {
+            let at = self.out.len() - self.framer.w.base;
+            if !deferred && n < SMALL_PIECE {
                 // A small piece joins the pending octets: copied now, summed later.
                 copy(done, n, self.out, CopyPass::Copy)?;
-                debug_assert_eq!(self.out.len() - self.base, at + n);
-                self.pending.get_or_insert(at);
-                self.pos += n as u64;
+                debug_assert_eq!(self.out.len() - self.framer.w.base, at + n);
+                let w = &mut self.framer.w;
+                w.pending.get_or_insert(at);
+                w.pos += n as u64;
                 done += n;
-                self.left -= n;
+                w.left -= n;
                 continue;
             }
-            if !self.deferred() {
+            if !deferred {
                 self.flush_pending();
             }
-            let pass = match (self.deferred(), self.sums) {
+            let pass = match (deferred, self.framer.sums) {
                 (true, _) => CopyPass::Copy,
-                (false, true) => CopyPass::CrcSum(self.crc),
-                (false, false) => CopyPass::Crc(self.crc),
+                (false, true) => CopyPass::CrcSum(self.framer.w.crc),
+                (false, false) => CopyPass::Crc(self.framer.w.crc),
             };
             let (crc, sum) = copy(done, n, self.out, pass)?;
-            debug_assert_eq!(self.out.len() - self.base, at + n);
-            if !self.deferred() {
-                self.crc = crc;
+            debug_assert_eq!(self.out.len() - self.framer.w.base, at + n);
+            if !deferred {
+                self.framer.w.crc = crc;
                 self.add_sum(at, sum);
             }
-            self.pos += n as u64;
+            let w = &mut self.framer.w;
+            w.pos += n as u64;
             done += n;
-            self.left -= n;
+            w.left -= n;
         }
         Ok(())
     }
@@ -596,55 +616,64 @@ impl<'a> FpduWriter<'a> {
     /// `wire::tcp::checksum::data` gives it); 0 when the framer takes no sums
     /// ([`Framer::with_sums`]).
     pub fn finish(mut self) -> u16 {
-        while self.left > 0 {
-            let n = self.left.min(64);
-            self.left -= n;
+        self.finish_in_place()
+    }
+
+    /// [`FpduWriter::finish`] through a reference (`Drop` then leaves the octets alone).
+    fn finish_in_place(&mut self) -> u16 {
+        while self.framer.w.left > 0 {
+            let n = self.framer.w.left.min(64);
+            self.framer.w.left -= n;
             self.content(&[0u8; 64][..n]);
         }
-        self.content(&[0u8; 3][..pad_len(self.layout.ulpdu_len)]);
+        self.content(&[0u8; 3][..pad_len(self.framer.w.layout.ulpdu_len)]);
         // Markers that fall right after the PAD are written before the CRC is computed, so
         // that they are covered by it.
         self.pending_marker();
-        debug_assert_eq!(self.out.len() - self.base, self.layout.crc_coverage);
-        if self.deferred() {
+        let base = self.framer.w.base;
+        debug_assert_eq!(self.out.len() - base, self.framer.w.layout.crc_coverage);
+        let deferred = self.deferred();
+        let sums = self.framer.sums;
+        if deferred {
             // One pass over the FPDU's octets so far (markers included, as the CRC covers
             // them), then the CRC field's words by hand.
-            let (crc, sum) = self.crc_and_sum(0, &self.out[self.base..]);
-            self.crc = crc;
-            self.sum = sum;
+            let (crc, sum) = Self::crc_and_sum(sums, 0, &self.out[base..]);
+            self.framer.w.crc = crc;
+            self.framer.w.sum = sum;
         } else {
             self.flush_pending();
         }
-        let crc_field = if self.crc_on {
-            crc::to_wire(self.crc)
+        let crc_field = if self.framer.mode.crc {
+            crc::to_wire(self.framer.w.crc)
         } else {
             [0u8; 4]
         };
-        let at = self.out.len() - self.base;
-        if self.deferred() {
+        let at = self.out.len() - base;
+        if deferred {
             // A marker may fall inside the field (an FPDU that does not start at a
             // multiple of four from the marker origin): it goes in as content does, and
             // the octets from the field on are summed in one more small pass.
             self.content(&crc_field);
-            if self.sums {
-                let (_, sum) = kernels::crc32c_sum(0, &self.out[self.base + at..]);
+            if sums {
+                let (_, sum) = kernels::crc32c_sum(0, &self.out[base + at..]);
                 self.add_sum(at, sum);
             }
         } else {
             // Without markers the field sits at a multiple of four from the FPDU's start:
             // its words add to the sum as they are. The CRC does not cover it.
             let [a, b, c, d] = crc_field;
-            self.sum +=
+            self.framer.w.sum +=
                 u64::from(u16::from_le_bytes([a, b])) + u64::from(u16::from_le_bytes([c, d]));
             self.out.extend_from_slice(&crc_field);
-            self.pos += CRC_LEN as u64;
+            self.framer.w.pos += CRC_LEN as u64;
         }
-        debug_assert_eq!(self.pos, self.layout.end());
-        debug_assert_eq!(self.out.len() - self.base, self.layout.wire_len);
-        *self.framer_pos = self.layout.end();
-        self.finished = true;
-        if self.sums {
-            kernels::fold_sum(self.sum)
+        let w = &mut self.framer.w;
+        debug_assert_eq!(w.pos, w.layout.end());
+        debug_assert_eq!(self.out.len() - w.base, w.layout.wire_len);
+        self.framer.pos = w.layout.end();
+        w.finished = true;
+        if sums {
+            kernels::fold_sum(w.sum)
         } else {
             0
         }
@@ -653,8 +682,9 @@ impl<'a> FpduWriter<'a> {
 
 impl Drop for FpduWriter<'_> {
     fn drop(&mut self) {
-        if !self.finished {
-            self.out.truncate(self.base);
+        if !self.framer.w.finished {
+            self.out.truncate(self.framer.w.base);
+            self.framer.w.finished = true;
         }
     }
 }
