@@ -1,8 +1,9 @@
 //! The in-memory backend: two [`Port`]s joined by a simulated wire.
 //!
-//! [`link`] makes a pair of [`MemPort`]s. Each direction of the wire is a bounded lock-free
-//! queue ([`crossbeam::queue::ArrayQueue`]) of frames, so the two ends may run on different
-//! threads (or on the same one). The sending end applies the faults of its direction's
+//! [`link`] makes a pair of [`MemPort`]s. Each direction of the wire is a bounded ring of
+//! frames that moves them in bursts ([`BurstRing`]: a flush queues all its frames at once,
+//! a receive burst takes them at once, and the frames' buffers go back the same way), so
+//! the two ends may run on different threads (or on the same one). The sending end applies the faults of its direction's
 //! [`WireConfig`] (loss, duplication, reordering, TCP resegmentation, corruption) when a
 //! frame is queued by [`Port::tx`], decided by a seeded PRNG per direction: the same
 //! sequence of frames meets the same faults on every run. Frames become visible to the
@@ -36,7 +37,7 @@
 
 use super::faults::{tcp_layout, FaultConfig, FaultInjector, FaultSink};
 use super::{ChecksumOffload, Port, PortStats, RxChecksum, TxPayload};
-use crossbeam::queue::ArrayQueue;
+use crate::rings::BurstRing;
 use crossbeam::utils::CachePadded;
 use proto::tcp::SharedRecord;
 use smoltcp::wire::{EthernetAddress, Ipv4Packet};
@@ -60,6 +61,9 @@ pub const MIN_MTU: usize = 68;
 pub const MAX_MTU: usize = 65535;
 /// Largest [`WireConfig::capacity`] [`WireConfig::validate`] accepts.
 pub const MAX_CAPACITY: usize = 1 << 20;
+
+/// Frame buffers a sending port takes from the free ring at a time.
+const BUFFER_BURST: usize = 32;
 
 /// One direction of a simulated wire: what happens to frames sent by one port.
 ///
@@ -400,9 +404,14 @@ impl Tail {
 struct Direction {
     /// One queue per receiving port ([`link_multi`]); frames go to the queue the
     /// receiver's `rss` picks.
-    queues: Vec<ArrayQueue<Frame>>,
+    /// Burst rings: a flush queues its frames with one update of the ring's index, and a
+    /// receive burst takes them with one (a lock-free queue paid an atomic
+    /// read-modify-write per frame at each end).
+    queues: Vec<BurstRing<Frame>>,
     rss: Option<Rss>,
-    free: ArrayQueue<Vec<u8>>,
+    /// Frame buffers on their way back to the sender, in bursts as well
+    /// ([`MemPort::spare`], [`MemPort::recycled`]).
+    free: BurstRing<Vec<u8>>,
     in_flight: CachePadded<AtomicUsize>,
     /// Written by the sender only.
     tx: CachePadded<Counters>,
@@ -414,9 +423,9 @@ impl Direction {
     fn new(capacity: usize, queues: usize, key: [u8; wire::rss::KEY_LEN]) -> Self {
         let queues = queues.max(1);
         Direction {
-            queues: (0..queues).map(|_| ArrayQueue::new(capacity)).collect(),
+            queues: (0..queues).map(|_| BurstRing::new(capacity)).collect(),
             rss: (queues > 1).then(|| Rss::new(key, queues).expect("at least one queue")),
-            free: ArrayQueue::new(capacity),
+            free: BurstRing::new(capacity),
             in_flight: CachePadded::new(AtomicUsize::new(0)),
             tx: CachePadded::new(Counters::default()),
             delivered: CachePadded::new(AtomicU64::new(0)),
@@ -477,6 +486,12 @@ pub struct MemPort {
     pending: Vec<Frame>,
     held: BinaryHeap<Held>,
     held_seq: u64,
+    /// Buffers taken from the link's free ring in one burst, for the next frames sent
+    /// (at most [`BUFFER_BURST`]).
+    spare: Vec<Vec<u8>>,
+    /// Buffers of the frames received in this burst, given back to the free ring in one
+    /// at its end.
+    recycled: Vec<Vec<u8>>,
     stats: PortStats,
     /// Frames sent since the last flush, not yet counted in the link's statistics.
     unflushed_sent: u64,
@@ -586,6 +601,8 @@ fn make_links(
         pending: Vec::new(),
         held: BinaryHeap::new(),
         held_seq: 0,
+        spare: Vec::new(),
+        recycled: Vec::new(),
         unflushed_sent: 0,
         stats: PortStats::default(),
         tso_buf: Vec::new(),
@@ -625,8 +642,15 @@ impl MemPort {
     /// A buffer of `len` octets for [`Port::tx`] to fill. A recycled buffer keeps its old
     /// octets (`fill` overwrites all of them): only growth is zeroed, so frames of one
     /// size reuse buffers without a memset.
-    fn tx_buffer(&self, len: usize) -> Vec<u8> {
-        match self.link[self.out].free.pop() {
+    fn tx_buffer(&mut self, len: usize) -> Vec<u8> {
+        if self.spare.is_empty() {
+            let spare = &mut self.spare;
+            self.link[self.out].free.pop_burst(BUFFER_BURST, |b| {
+                spare.push(b);
+                true
+            });
+        }
+        match self.spare.pop() {
             Some(mut b) => {
                 if b.len() >= len {
                     b.truncate(len);
@@ -645,6 +669,14 @@ impl MemPort {
 
     fn recycle(dir: &Direction, buf: Vec<u8>) {
         let _ = dir.free.push(buf);
+    }
+
+    /// Gives the buffers of the frames just received back to the sender, in one burst (a
+    /// full ring drops the rest: they are only spares).
+    fn give_back(dir: &Direction, recycled: &mut Vec<Vec<u8>>) {
+        if !recycled.is_empty() {
+            dir.free.push_burst(recycled.drain(..));
+        }
     }
 
     fn base_due(&self) -> Option<Instant> {
@@ -799,6 +831,7 @@ impl Port for MemPort {
         let mut delivered = 0u64;
         let mut now: Option<Instant> = None;
         let stats = &mut self.stats;
+        let recycled = &mut self.recycled;
         let mut deliver = |data: Vec<u8>, taken: &mut usize| {
             *taken += 1;
             if data.len() > limit {
@@ -809,7 +842,7 @@ impl Port for MemPort {
                 delivered += 1;
                 f(&data);
             }
-            Self::recycle(dir, data);
+            recycled.push(data);
         };
         if !self.held.is_empty() {
             let t = *now.get_or_insert_with(Instant::now);
@@ -825,31 +858,34 @@ impl Port for MemPort {
                 }
             }
         }
-        while taken < max {
-            let Some(frame) = dir.queues[self.queue].pop() else {
-                break;
-            };
-            match frame.due {
-                None => {
-                    deliver(frame.into_data(), &mut taken);
-                    finished += 1;
-                }
-                Some(due) => {
-                    let t = *now.get_or_insert_with(Instant::now);
-                    if due <= t {
+        if taken < max {
+            let held = &mut self.held;
+            let held_seq = &mut self.held_seq;
+            dir.queues[self.queue].pop_burst(max - taken, |frame| {
+                match frame.due {
+                    None => {
                         deliver(frame.into_data(), &mut taken);
                         finished += 1;
-                    } else {
-                        self.held_seq += 1;
-                        self.held.push(Held {
-                            due,
-                            seq: self.held_seq,
-                            data: frame.into_data(),
-                        });
+                    }
+                    Some(due) => {
+                        let t = *now.get_or_insert_with(Instant::now);
+                        if due <= t {
+                            deliver(frame.into_data(), &mut taken);
+                            finished += 1;
+                        } else {
+                            *held_seq += 1;
+                            held.push(Held {
+                                due,
+                                seq: *held_seq,
+                                data: frame.into_data(),
+                            });
+                        }
                     }
                 }
-            }
+                true
+            });
         }
+        Self::give_back(dir, &mut self.recycled);
         if finished > 0 {
             dir.in_flight.fetch_sub(finished, Ordering::Release);
             dir.delivered.fetch_add(delivered, Ordering::Relaxed);
@@ -889,14 +925,20 @@ impl Port for MemPort {
         let dir = &self.link[self.out];
         dir.in_flight
             .fetch_add(self.pending.len(), Ordering::AcqRel);
-        for frame in self.pending.drain(..) {
+        let mut frames = self.pending.drain(..);
+        if dir.rss.is_none() {
+            // One queue: the whole burst at once.
+            dir.queues[0].push_burst(&mut frames);
+        }
+        // With several queues, frame by frame to the queue RSS picks; with one, what did
+        // not fit, which cannot happen (in-flight frames never exceed the queue's
+        // capacity), but never panic on the data path.
+        for frame in frames {
             let q = dir
                 .rss
                 .as_ref()
                 .map_or(0, |r| r.queue_of_frame(&frame.data));
             if let Err(frame) = dir.queues[q].push(frame) {
-                // Cannot happen (in-flight frames never exceed the queue's capacity), but
-                // never panic on the data path.
                 dir.in_flight.fetch_sub(1, Ordering::Release);
                 bump(&dir.tx.overflow);
                 let _ = dir.free.push(frame.data);
