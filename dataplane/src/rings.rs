@@ -175,6 +175,12 @@ impl<T> BurstRing<T> {
         self.len() == 0
     }
 
+    /// [`BurstRing::is_empty`] as the consumer sees it: through the consumer's lock, so a
+    /// consumer polling its ring never waits on a producer in the middle of a burst.
+    pub fn is_empty_to_consumer(&self) -> bool {
+        lock(&self.consumer).is_empty()
+    }
+
     /// Room when empty, in elements.
     pub fn capacity(&self) -> usize {
         self.capacity

@@ -3,8 +3,8 @@
 //! [`link`] makes a pair of [`MemPort`]s. Each direction of the wire is a bounded ring of
 //! frames that moves them in bursts ([`BurstRing`]: a flush queues all its frames at once,
 //! a receive burst takes them at once, and the frames' buffers go back the same way), so
-//! the two ends may run on different threads (or on the same one). The sending end applies the faults of its direction's
-//! [`WireConfig`] (loss, duplication, reordering, TCP resegmentation, corruption) when a
+//! the two ends may run on different threads (or on the same one). The sending end
+//! applies the faults of its direction's [`WireConfig`] (loss, duplication, reordering, TCP resegmentation, corruption) when a
 //! frame is queued by [`Port::tx`], decided by a seeded PRNG per direction: the same
 //! sequence of frames meets the same faults on every run. Frames become visible to the
 //! other end at [`Port::flush`].
@@ -24,7 +24,7 @@
 //! `delay` and no reordering a frame is receivable as soon as it is flushed; otherwise the
 //! receiving end keeps frames that are not yet due in a small local heap. Fault-free,
 //! zero-delay frames never touch the clock, the heap or the allocator: frame buffers are
-//! recycled from the receiver back to the sender through a second lock-free queue.
+//! recycled from the receiver back to the sender through a second ring, in bursts.
 //!
 //! # Capacity
 //!
@@ -404,9 +404,10 @@ impl Tail {
 struct Direction {
     /// One queue per receiving port ([`link_multi`]); frames go to the queue the
     /// receiver's `rss` picks.
-    /// Burst rings: a flush queues its frames with one update of the ring's index, and a
-    /// receive burst takes them with one (a lock-free queue paid an atomic
-    /// read-modify-write per frame at each end).
+    ///
+    /// Burst rings: a flush queues each run of frames for one queue with one update of
+    /// the ring's index, and a receive burst takes them with one (a lock-free queue paid
+    /// an atomic read-modify-write per frame at each end).
     queues: Vec<BurstRing<Frame>>,
     rss: Option<Rss>,
     /// Frame buffers on their way back to the sender, in bursts as well
@@ -858,10 +859,12 @@ impl Port for MemPort {
                 }
             }
         }
-        if taken < max {
-            let held = &mut self.held;
-            let held_seq = &mut self.held_seq;
-            dir.queues[self.queue].pop_burst(max - taken, |frame| {
+        // Frames not yet due go to the heap without counting: the ring is read until
+        // `max` frames are taken or it is empty, as frame by frame.
+        let held = &mut self.held;
+        let held_seq = &mut self.held_seq;
+        while taken < max {
+            let popped = dir.queues[self.queue].pop_burst(max - taken, |frame| {
                 match frame.due {
                     None => {
                         deliver(frame.into_data(), &mut taken);
@@ -884,6 +887,9 @@ impl Port for MemPort {
                 }
                 true
             });
+            if popped == 0 {
+                break;
+            }
         }
         Self::give_back(dir, &mut self.recycled);
         if finished > 0 {
@@ -894,7 +900,7 @@ impl Port for MemPort {
     }
 
     fn rx_idle(&self) -> bool {
-        self.held.is_empty() && self.link[1 - self.out].queues[self.queue].is_empty()
+        self.held.is_empty() && self.link[1 - self.out].queues[self.queue].is_empty_to_consumer()
     }
 
     fn tx_room(&self) -> usize {
@@ -925,20 +931,22 @@ impl Port for MemPort {
         let dir = &self.link[self.out];
         dir.in_flight
             .fetch_add(self.pending.len(), Ordering::AcqRel);
-        let mut frames = self.pending.drain(..);
-        if dir.rss.is_none() {
-            // One queue: the whole burst at once.
-            dir.queues[0].push_burst(&mut frames);
-        }
-        // With several queues, frame by frame to the queue RSS picks; with one, what did
-        // not fit, which cannot happen (in-flight frames never exceed the queue's
-        // capacity), but never panic on the data path.
-        for frame in frames {
-            let q = dir
-                .rss
+        let queue_of = |frame: &Frame| {
+            dir.rss
                 .as_ref()
-                .map_or(0, |r| r.queue_of_frame(&frame.data));
-            if let Err(frame) = dir.queues[q].push(frame) {
+                .map_or(0, |r| r.queue_of_frame(&frame.data))
+        };
+        // Each run of frames bound for one queue goes in one burst (all of them with one
+        // queue).
+        let mut frames = self.pending.drain(..).peekable();
+        while let Some(first) = frames.next() {
+            let q = queue_of(&first);
+            let mut run = std::iter::once(first)
+                .chain(std::iter::from_fn(|| frames.next_if(|f| queue_of(f) == q)));
+            dir.queues[q].push_burst(&mut run);
+            // What did not fit: cannot happen with one queue (in-flight frames never
+            // exceed its capacity), but never panic on the data path.
+            for frame in run {
                 dir.in_flight.fetch_sub(1, Ordering::Release);
                 bump(&dir.tx.overflow);
                 let _ = dir.free.push(frame.data);

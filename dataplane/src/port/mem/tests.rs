@@ -368,6 +368,28 @@ fn reorder_lets_later_frames_overtake() {
 }
 
 #[test]
+fn frames_held_back_do_not_count_toward_a_burst() {
+    // Half the frames are held back for a minute: a burst of 8 still delivers 8 of the
+    // others, however many held ones the ring gave it on the way.
+    let cfg = WireConfig::default()
+        .with_reorder(0.5, Duration::from_secs(60))
+        .with_seed(11);
+    let (mut a, mut b) = link(cfg, WireConfig::default());
+    for i in 0..200 {
+        send(&mut a, &numbered(i));
+    }
+    a.flush();
+    let held = a.wire_stats().outbound.reordered;
+    assert!((50..150).contains(&held), "{held}");
+    let mut got = Vec::new();
+    let n = b.rx_burst(8, &mut |f: &[u8]| got.push(number(f)));
+    assert_eq!((n, got.len()), (8, 8));
+    // All the others, and nothing more until the minute is up.
+    let rest = drain(&mut b);
+    assert_eq!(got.len() + rest.len(), 200 - held as usize);
+}
+
+#[test]
 fn resegmentation_makes_valid_segments() {
     let cfg = WireConfig::default().with_resegment(1.0).with_seed(5);
     let (mut a, mut b) = link(cfg, WireConfig::default());

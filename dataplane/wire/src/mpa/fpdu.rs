@@ -251,7 +251,7 @@ pub struct Framer {
     pos: u64,
     /// Whether the one pass also takes the FPDUs' one's complement sums.
     sums: bool,
-    /// The FPDU being written ([`Framer::writer`]). It lives here rather than in the
+    /// The FPDU being written ([`Framer::writer`]), or the last one. It lives here rather than in the
     /// [`FpduWriter`], which is two references and so costs nothing to move: a writer
     /// that held this state was built field by field and then moved (out of `writer`'s
     /// `Result`, into `finish`), and the moves read it back wider than it was written,
@@ -263,6 +263,7 @@ pub struct Framer {
 /// The state of the FPDU a [`FpduWriter`] is writing (kept in its [`Framer`]).
 #[derive(Debug, Clone, Copy)]
 struct WriteState {
+    /// `finish` ran, or the writer was dropped (its octets taken back out).
     finished: bool,
     layout: FpduLayout,
     /// Stream position of the next octet.
