@@ -750,9 +750,10 @@ impl MemPort {
         let Some(mut injector) = self.injector.take() else {
             return;
         };
-        let link = self.link.clone();
-        let dir = &link[self.out];
         let base = self.base_due();
+        // Borrowed, not cloned: an `Arc` clone per frame wrote the count shared with the
+        // other end's thread.
+        let dir = &self.link[self.out];
         let room = self
             .cfg
             .capacity
@@ -766,14 +767,20 @@ impl MemPort {
         };
         let ev = injector.apply(buf, &mut sink);
         self.injector = Some(injector);
+        // Most frames meet no fault: only the counts that moved are written to the link.
         let c = &dir.tx;
-        c.lost.fetch_add(ev.lost, Ordering::Relaxed);
-        c.duplicated.fetch_add(ev.duplicated, Ordering::Relaxed);
-        c.reordered.fetch_add(ev.reordered, Ordering::Relaxed);
-        c.resegmented.fetch_add(ev.resegmented, Ordering::Relaxed);
-        c.corrupted.fetch_add(ev.corrupted, Ordering::Relaxed);
-        c.corrupted_undetected
-            .fetch_add(ev.corrupted_undetected, Ordering::Relaxed);
+        for (n, counter) in [
+            (ev.lost, &c.lost),
+            (ev.duplicated, &c.duplicated),
+            (ev.reordered, &c.reordered),
+            (ev.resegmented, &c.resegmented),
+            (ev.corrupted, &c.corrupted),
+            (ev.corrupted_undetected, &c.corrupted_undetected),
+        ] {
+            if n > 0 {
+                counter.fetch_add(n, Ordering::Relaxed);
+            }
+        }
     }
 }
 
@@ -900,7 +907,17 @@ impl Port for MemPort {
     }
 
     fn rx_idle(&self) -> bool {
-        self.held.is_empty() && self.link[1 - self.out].queues[self.queue].is_empty_to_consumer()
+        if !self.held.is_empty() {
+            return false;
+        }
+        let dir = &self.link[1 - self.out];
+        if dir.rss.is_none() {
+            // One queue: the frames flushed and not yet taken are the ones in it (a load,
+            // where the ring's own count takes the consumer's lock).
+            dir.in_flight.load(Ordering::Acquire) == 0
+        } else {
+            dir.queues[self.queue].is_empty_to_consumer()
+        }
     }
 
     fn tx_room(&self) -> usize {

@@ -97,6 +97,15 @@ fn rx_idle_tells_waiting_frames() {
     assert!(!b.rx_idle());
     assert_eq!(receive_n(&mut b, 1).len(), 1);
     assert!(b.rx_idle());
+    // Several queues: only the port whose queue holds the frame has one waiting.
+    let (mut a, mut b) = link_multi(WireConfig::default(), WireConfig::default(), 2).unwrap();
+    assert!(send(&mut a[1], &numbered(3)));
+    a[1].flush();
+    let waiting: Vec<bool> = b.iter().map(|p| !p.rx_idle()).collect();
+    assert_eq!(waiting.iter().filter(|w| **w).count(), 1, "{waiting:?}");
+    let q = waiting.iter().position(|w| *w).unwrap();
+    assert_eq!(drain(&mut b[q]).len(), 1);
+    assert!(b.iter().all(|p| p.rx_idle()));
 }
 
 #[test]
