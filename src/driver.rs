@@ -291,6 +291,16 @@ impl<C: BorrowMut<Core>> Endpoint<C> {
         self.qp.post_recv(wr).map_err(DriverError::Post)
     }
 
+    /// Posts receive work requests with one doorbell; all of them, or an error
+    /// ([`PostError::QueueFull`] when the receive queue took only some).
+    pub fn post_recv_list(&mut self, wrs: &[RecvWr]) -> Result<(), DriverError> {
+        match self.qp.post_recv_list(wrs) {
+            Ok(n) if n == wrs.len() => Ok(()),
+            Ok(_) => Err(DriverError::Post(PostError::QueueFull)),
+            Err(e) => Err(DriverError::Post(e)),
+        }
+    }
+
     /// Pumps until `f` finds what it waits for in the completions of a pump (or in state
     /// it checks itself); every completion is shown to `f` once.
     pub fn wait_for<R>(

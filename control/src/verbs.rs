@@ -704,6 +704,19 @@ impl QueuePair {
         }
     }
 
+    /// Posts receive buffers `wrs` in order with one doorbell for all of them (a post
+    /// list, as `ibv_post_recv` takes a chain), as far as the receive queue takes them;
+    /// returns how many were posted ([`PostError::QueueFull`] when none was).
+    pub fn post_recv_list(&self, wrs: &[RecvWr]) -> Result<usize, PostError> {
+        if self.rings.state() == QpRingState::Error {
+            return Err(PostError::QpError);
+        }
+        match self.rings.post_recv_list(wrs) {
+            0 if !wrs.is_empty() => Err(PostError::QueueFull),
+            n => Ok(n),
+        }
+    }
+
     /// Posts a receive buffer and rings the core.
     pub fn post_recv(&self, wr: RecvWr) -> Result<(), PostError> {
         if self.rings.state() == QpRingState::Error {

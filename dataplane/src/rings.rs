@@ -278,6 +278,16 @@ impl QpRings {
         n
     }
 
+    /// Posts receive work requests in order with one doorbell, as far as the receive queue
+    /// takes them; returns how many were posted.
+    pub fn post_recv_list(&self, wrs: &[RecvWr]) -> usize {
+        let n = self.rq.push_burst(wrs.iter().copied());
+        if n > 0 {
+            self.ring();
+        }
+        n
+    }
+
     /// Posts a receive work request and rings the core; gives it back when the queue is
     /// full.
     pub fn post_recv(&self, wr: RecvWr) -> Result<(), RecvWr> {
@@ -588,5 +598,35 @@ mod tests {
         }
         producer.join().unwrap();
         assert!(r.is_empty());
+    }
+
+    #[test]
+    fn a_receive_post_list_rings_once_and_stops_at_a_full_queue() {
+        let cq = Arc::new(CqRing::new(4));
+        let rings = QpRings::new(1, 4, 3, cq.clone(), cq);
+        let bells = Arc::new(Doorbells::new(4));
+        rings.attach_doorbell(bells.clone(), 7);
+        let wrs: Vec<RecvWr> = (0..5)
+            .map(|i| RecvWr {
+                wr_id: i,
+                local: proto::qp::Sge {
+                    stag: 0x100,
+                    to: i * 8,
+                    len: 8,
+                },
+            })
+            .collect();
+        assert_eq!(rings.post_recv_list(&wrs), 3);
+        assert_eq!((bells.pop(), bells.pop()), (Some(7), None));
+        let mut got = Vec::new();
+        rings.rq.pop_burst(8, |wr| {
+            got.push(wr.wr_id);
+            true
+        });
+        assert_eq!(got, [0, 1, 2]);
+        // Nothing taken, nothing rung.
+        rings.rearm_doorbell();
+        assert_eq!(rings.post_recv_list(&[]), 0);
+        assert_eq!(bells.pop(), None);
     }
 }

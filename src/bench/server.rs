@@ -498,6 +498,9 @@ struct Session {
     grants: Mr,
     /// The client-server model's first message is still to come.
     first_pending: bool,
+    /// Receives of a send-bw run given back while taking one pump's completions, posted
+    /// together after them (one doorbell, not one per message).
+    reposts: Vec<RecvWr>,
     size_idx: usize,
     /// The ready of the current size went out.
     ready_sent: bool,
@@ -572,6 +575,7 @@ impl Session {
             ctl,
             grants,
             first_pending: false,
+            reposts: Vec::new(),
             size_idx: 0,
             ready_sent: false,
             done: None,
@@ -782,6 +786,10 @@ impl Session {
             }
         }
         self.ep.done = done;
+        if !self.reposts.is_empty() {
+            self.ep.post_recv_list(&self.reposts)?;
+            self.reposts.clear();
+        }
         match self.hello.test {
             Test::WriteBw if self.hello.verify => work += self.check_write_slots()?,
             Test::WriteLat => work += self.answer_write_ping()?,
@@ -910,8 +918,14 @@ impl Session {
             }
             self.result.verified += size as u64;
         }
-        // The slot goes back only now, checked.
-        self.ep.post_recv(RecvWr { wr_id: s, local })?;
+        // The slot goes back only now, checked. A send-bw run posts the pump's slots
+        // together, after its completions; a pong waits for its receive to be posted (the
+        // next ping may follow it at once).
+        if self.hello.test == Test::SendLat {
+            self.ep.post_recv(RecvWr { wr_id: s, local })?;
+        } else {
+            self.reposts.push(RecvWr { wr_id: s, local });
+        }
         if self.hello.test == Test::SendLat {
             if self.hello.verify {
                 let mut v = vec![0u8; size];
