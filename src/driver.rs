@@ -292,7 +292,8 @@ impl<C: BorrowMut<Core>> Endpoint<C> {
     }
 
     /// Posts receive work requests with one doorbell; all of them, or an error
-    /// ([`PostError::QueueFull`] when the receive queue took only some).
+    /// ([`PostError::QueueFull`] when the receive queue took only some: the first of them
+    /// were posted, so the list is not to be posted again whole).
     pub fn post_recv_list(&mut self, wrs: &[RecvWr]) -> Result<(), DriverError> {
         match self.qp.post_recv_list(wrs) {
             Ok(n) if n == wrs.len() => Ok(()),

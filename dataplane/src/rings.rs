@@ -601,7 +601,7 @@ mod tests {
     }
 
     #[test]
-    fn a_receive_post_list_rings_once_and_stops_at_a_full_queue() {
+    fn a_receive_post_list_rings_the_core_and_stops_at_a_full_queue() {
         let cq = Arc::new(CqRing::new(4));
         let rings = QpRings::new(1, 4, 3, cq.clone(), cq);
         let bells = Arc::new(Doorbells::new(4));

@@ -654,6 +654,16 @@ impl Session {
         Ok(())
     }
 
+    /// Posts the receives given back and not posted yet ([`Session::reposts`]), in one
+    /// list.
+    fn post_reposts(&mut self) -> Result<(), BenchError> {
+        if !self.reposts.is_empty() {
+            self.ep.post_recv_list(&self.reposts)?;
+            self.reposts.clear();
+        }
+        Ok(())
+    }
+
     /// Grants the client the slots checked since the last grant, once there are a
     /// quarter of the depth of them: the client, which started with the full depth, is
     /// then never short of a free slot for long.
@@ -662,6 +672,8 @@ impl Session {
         if self.ungranted == 0 || (!force && self.ungranted < batch) {
             return Ok(());
         }
+        // The slots granted are posted first: the client may send into them at once.
+        self.post_reposts()?;
         let off = (self.grants_sent % GRANT_SLOTS) * 8;
         self.grants_sent += 1;
         self.grants
@@ -786,10 +798,7 @@ impl Session {
             }
         }
         self.ep.done = done;
-        if !self.reposts.is_empty() {
-            self.ep.post_recv_list(&self.reposts)?;
-            self.reposts.clear();
-        }
+        self.post_reposts()?;
         match self.hello.test {
             Test::WriteBw if self.hello.verify => work += self.check_write_slots()?,
             Test::WriteLat => work += self.answer_write_ping()?,

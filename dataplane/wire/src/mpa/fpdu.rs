@@ -671,6 +671,9 @@ impl<'a> FpduWriter<'a> {
             // the octets from the field on (at most eight) are summed here.
             self.content(&crc_field);
             if sums {
+                // At a multiple of four from the FPDU's start (header, ULPDU and PAD
+                // are, and markers are four octets): the field and a marker at most.
+                debug_assert!(at.is_multiple_of(4) && self.out.len() - base - at <= 8);
                 let sum = small_sum(&self.out[base + at..]);
                 self.add_sum(at, sum);
             }
