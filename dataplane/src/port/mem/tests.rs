@@ -97,6 +97,17 @@ fn rx_idle_tells_waiting_frames() {
     assert!(!b.rx_idle());
     assert_eq!(receive_n(&mut b, 1).len(), 1);
     assert!(b.rx_idle());
+    // A duplicated frame: both copies wait, and the port is idle once both are taken.
+    let (mut a, mut b) = link(
+        WireConfig::default().with_duplicate(1.0),
+        WireConfig::default(),
+    );
+    assert!(send(&mut a, &numbered(4)));
+    a.flush();
+    assert_eq!(b.rx_burst(1, &mut |_: &[u8]| {}), 1);
+    assert!(!b.rx_idle(), "the copy waits");
+    assert_eq!(b.rx_burst(1, &mut |_: &[u8]| {}), 1);
+    assert!(b.rx_idle());
     // Several queues: only the port whose queue holds the frame has one waiting.
     let (mut a, mut b) = link_multi(WireConfig::default(), WireConfig::default(), 2).unwrap();
     assert!(send(&mut a[1], &numbered(3)));
