@@ -1,9 +1,11 @@
 //! The in-memory backend: two [`Port`]s joined by a simulated wire.
 //!
 //! [`link`] makes a pair of [`MemPort`]s. Each direction of the wire is a bounded ring of
-//! frames that moves them in bursts ([`BurstRing`]: a flush queues all its frames at once,
-//! a receive burst takes them at once, and the frames' buffers go back the same way), so
-//! the two ends may run on different threads (or on the same one). The sending end
+//! frames that moves them in bursts (a flush queues all its frames at once, a receive
+//! burst takes them at once, and the frames' buffers go back the same way), so the two
+//! ends may run on different threads (or on the same one). With one queue a ring has one
+//! producer and one consumer and each port owns its halves (no lock); with several
+//! ([`link_multi`]) the rings are shared [`BurstRing`]s. The sending end
 //! applies the faults of its direction's [`WireConfig`] (loss, duplication, reordering, TCP resegmentation, corruption) when a
 //! frame is queued by [`Port::tx`], decided by a seeded PRNG per direction: the same
 //! sequence of frames meets the same faults on every run. Frames become visible to the
@@ -64,6 +66,9 @@ pub const MAX_CAPACITY: usize = 1 << 20;
 
 /// Frame buffers a sending port takes from the free ring at a time.
 const BUFFER_BURST: usize = 32;
+
+/// Frame buffers a sending port keeps at most.
+const SPARE_MAX: usize = 2 * BUFFER_BURST;
 
 /// One direction of a simulated wire: what happens to frames sent by one port.
 ///
@@ -402,17 +407,15 @@ impl Tail {
 
 /// One direction: frames on the wire, buffers on their way back, counters.
 struct Direction {
-    /// One queue per receiving port ([`link_multi`]); frames go to the queue the
-    /// receiver's `rss` picks.
-    ///
-    /// Burst rings: a flush queues each run of frames for one queue with one update of
-    /// the ring's index, and a receive burst takes them with one (a lock-free queue paid
-    /// an atomic read-modify-write per frame at each end).
+    /// With several queues ([`link_multi`]), one per receiving port; frames go to the
+    /// queue the receiver's `rss` picks. Several ports send into each, so they are
+    /// [`BurstRing`]s, locked once per burst. Empty with one queue: the two ports then
+    /// own the halves of their rings ([`OwnEnds`]).
     queues: Vec<BurstRing<Frame>>,
     rss: Option<Rss>,
-    /// Frame buffers on their way back to the sender, in bursts as well
-    /// ([`MemPort::spare`], [`MemPort::recycled`]).
-    free: BurstRing<Vec<u8>>,
+    /// With several queues, frame buffers on their way back to the senders, in bursts as
+    /// well ([`MemPort::spare`], [`MemPort::recycled`]).
+    free: Option<BurstRing<Vec<u8>>>,
     in_flight: CachePadded<AtomicUsize>,
     /// Written by the sender only.
     tx: CachePadded<Counters>,
@@ -423,10 +426,15 @@ struct Direction {
 impl Direction {
     fn new(capacity: usize, queues: usize, key: [u8; wire::rss::KEY_LEN]) -> Self {
         let queues = queues.max(1);
+        let shared = queues > 1;
         Direction {
-            queues: (0..queues).map(|_| BurstRing::new(capacity)).collect(),
-            rss: (queues > 1).then(|| Rss::new(key, queues).expect("at least one queue")),
-            free: BurstRing::new(capacity),
+            queues: if shared {
+                (0..queues).map(|_| BurstRing::new(capacity)).collect()
+            } else {
+                Vec::new()
+            },
+            rss: shared.then(|| Rss::new(key, queues).expect("at least one queue")),
+            free: shared.then(|| BurstRing::new(capacity)),
             in_flight: CachePadded::new(AtomicUsize::new(0)),
             tx: CachePadded::new(Counters::default()),
             delivered: CachePadded::new(AtomicU64::new(0)),
@@ -473,6 +481,20 @@ impl Ord for Held {
     }
 }
 
+/// A port's ends of the rings of a one-queue wire. Each ring has one producer and one
+/// consumer, so each port owns its halves: a burst costs one index update at each end,
+/// and no lock.
+struct OwnEnds {
+    /// The frames this port sends.
+    tx: rtrb::Producer<Frame>,
+    /// The frames this port receives.
+    rx: rtrb::Consumer<Frame>,
+    /// This port's frame buffers, back from the receiver.
+    spares: rtrb::Consumer<Vec<u8>>,
+    /// The buffers of the frames this port received, on their way back to their sender.
+    returns: rtrb::Producer<Vec<u8>>,
+}
+
 /// One end of a simulated wire made by [`link`].
 pub struct MemPort {
     link: Arc<[Direction; 2]>,
@@ -487,8 +509,10 @@ pub struct MemPort {
     pending: Vec<Frame>,
     held: BinaryHeap<Held>,
     held_seq: u64,
-    /// Buffers taken from the link's free ring in one burst, for the next frames sent
-    /// (at most [`BUFFER_BURST`]).
+    /// A one-queue wire's rings (else the link's shared ones).
+    own: Option<OwnEnds>,
+    /// Buffers taken back from the receiver in one burst, for the next frames sent (at
+    /// most [`SPARE_MAX`]).
     spare: Vec<Vec<u8>>,
     /// Buffers of the frames received in this burst, given back to the free ring in one
     /// at its end.
@@ -602,6 +626,7 @@ fn make_links(
         pending: Vec::new(),
         held: BinaryHeap::new(),
         held_seq: 0,
+        own: None,
         spare: Vec::new(),
         recycled: Vec::new(),
         unflushed_sent: 0,
@@ -609,8 +634,27 @@ fn make_links(
         tso_buf: Vec::new(),
         tso_header: None,
     };
-    let first = (0..queues).map(|q| port(0, q, a.clone())).collect();
-    let second = (0..queues).map(|q| port(1, q, b.clone())).collect();
+    let mut first: Vec<MemPort> = (0..queues).map(|q| port(0, q, a.clone())).collect();
+    let mut second: Vec<MemPort> = (0..queues).map(|q| port(1, q, b.clone())).collect();
+    if queues == 1 {
+        // Frames and buffers of each direction: `a` sends on direction 0, `b` on 1.
+        let (tx0, rx0) = rtrb::RingBuffer::new(a.capacity);
+        let (tx1, rx1) = rtrb::RingBuffer::new(b.capacity);
+        let (back0, spares0) = rtrb::RingBuffer::new(a.capacity);
+        let (back1, spares1) = rtrb::RingBuffer::new(b.capacity);
+        first[0].own = Some(OwnEnds {
+            tx: tx0,
+            rx: rx1,
+            spares: spares0,
+            returns: back1,
+        });
+        second[0].own = Some(OwnEnds {
+            tx: tx1,
+            rx: rx0,
+            spares: spares1,
+            returns: back0,
+        });
+    }
     (first, second)
 }
 
@@ -646,10 +690,22 @@ impl MemPort {
     fn tx_buffer(&mut self, len: usize) -> Vec<u8> {
         if self.spare.is_empty() {
             let spare = &mut self.spare;
-            self.link[self.out].free.pop_burst(BUFFER_BURST, |b| {
-                spare.push(b);
-                true
-            });
+            match &mut self.own {
+                Some(o) => {
+                    let n = o.spares.slots().min(BUFFER_BURST);
+                    if let Ok(chunk) = o.spares.read_chunk(n) {
+                        spare.extend(chunk);
+                    }
+                }
+                None => {
+                    if let Some(free) = &self.link[self.out].free {
+                        free.pop_burst(BUFFER_BURST, |b| {
+                            spare.push(b);
+                            true
+                        });
+                    }
+                }
+            }
         }
         match self.spare.pop() {
             Some(mut b) => {
@@ -668,15 +724,34 @@ impl MemPort {
         }
     }
 
-    fn recycle(dir: &Direction, buf: Vec<u8>) {
-        let _ = dir.free.push(buf);
+    /// Keeps a buffer of this port's that did not go out, for its next frames (at most
+    /// [`SPARE_MAX`]; beyond, it is freed).
+    fn keep_spare(spare: &mut Vec<Vec<u8>>, buf: Vec<u8>) {
+        if spare.len() < SPARE_MAX {
+            spare.push(buf);
+        }
     }
 
-    /// Gives the buffers of the frames just received back to the sender, in one burst (a
-    /// full ring drops the rest: they are only spares).
-    fn give_back(dir: &Direction, recycled: &mut Vec<Vec<u8>>) {
-        if !recycled.is_empty() {
-            dir.free.push_burst(recycled.drain(..));
+    /// Gives the buffers of the frames just received back to their sender, in one burst
+    /// (a full ring drops the rest: they are only spares).
+    fn give_back(&mut self) {
+        if self.recycled.is_empty() {
+            return;
+        }
+        match &mut self.own {
+            Some(o) => {
+                let n = o.returns.slots().min(self.recycled.len());
+                if let Ok(chunk) = o.returns.write_chunk_uninit(n) {
+                    chunk.fill_from_iter(self.recycled.drain(..));
+                }
+                self.recycled.clear();
+            }
+            None => {
+                if let Some(free) = &self.link[1 - self.out].free {
+                    free.push_burst(self.recycled.drain(..));
+                }
+                self.recycled.clear();
+            }
         }
     }
 
@@ -761,6 +836,7 @@ impl MemPort {
         let mut sink = WireSink {
             dir,
             pending: &mut self.pending,
+            spare: &mut self.spare,
             room,
             base,
             reorder_delay: self.cfg.faults.reorder_delay,
@@ -789,6 +865,8 @@ impl MemPort {
 struct WireSink<'a> {
     dir: &'a Direction,
     pending: &'a mut Vec<Frame>,
+    /// The port's spare buffers.
+    spare: &'a mut Vec<Vec<u8>>,
     /// Frames the wire can take besides those pending.
     room: usize,
     base: Option<Instant>,
@@ -797,10 +875,10 @@ struct WireSink<'a> {
 
 impl FaultSink for WireSink<'_> {
     fn alloc(&mut self) -> Vec<u8> {
-        self.dir.free.pop().unwrap_or_default()
+        self.spare.pop().unwrap_or_default()
     }
     fn recycle(&mut self, buf: Vec<u8>) {
-        MemPort::recycle(self.dir, buf);
+        MemPort::keep_spare(self.spare, buf);
     }
     fn emit(&mut self, frame: Vec<u8>, reordered: bool, first: bool) -> bool {
         let due = if reordered {
@@ -814,7 +892,7 @@ impl FaultSink for WireSink<'_> {
             true
         } else {
             bump(&self.dir.tx.overflow);
-            MemPort::recycle(self.dir, frame);
+            MemPort::keep_spare(self.spare, frame);
             false
         }
     }
@@ -870,35 +948,52 @@ impl Port for MemPort {
         // `max` frames are taken or it is empty, as frame by frame.
         let held = &mut self.held;
         let held_seq = &mut self.held_seq;
+        let mut take = |frame: Frame, taken: &mut usize| match frame.due {
+            None => {
+                deliver(frame.into_data(), taken);
+                finished += 1;
+            }
+            Some(due) => {
+                let t = *now.get_or_insert_with(Instant::now);
+                if due <= t {
+                    deliver(frame.into_data(), taken);
+                    finished += 1;
+                } else {
+                    *held_seq += 1;
+                    held.push(Held {
+                        due,
+                        seq: *held_seq,
+                        data: frame.into_data(),
+                    });
+                }
+            }
+        };
         while taken < max {
-            let popped = dir.queues[self.queue].pop_burst(max - taken, |frame| {
-                match frame.due {
-                    None => {
-                        deliver(frame.into_data(), &mut taken);
-                        finished += 1;
-                    }
-                    Some(due) => {
-                        let t = *now.get_or_insert_with(Instant::now);
-                        if due <= t {
-                            deliver(frame.into_data(), &mut taken);
-                            finished += 1;
-                        } else {
-                            *held_seq += 1;
-                            held.push(Held {
-                                due,
-                                seq: *held_seq,
-                                data: frame.into_data(),
-                            });
+            let popped = match &mut self.own {
+                Some(o) => {
+                    let n = o.rx.slots().min(max - taken);
+                    match o.rx.read_chunk(n) {
+                        // The chunk commits what it yielded when it is dropped.
+                        Ok(chunk) if n > 0 => {
+                            for frame in chunk {
+                                take(frame, &mut taken);
+                            }
+                            n
                         }
+                        _ => 0,
                     }
                 }
-                true
-            });
+                None => dir.queues[self.queue].pop_burst(max - taken, |frame| {
+                    take(frame, &mut taken);
+                    true
+                }),
+            };
             if popped == 0 {
                 break;
             }
         }
-        Self::give_back(dir, &mut self.recycled);
+        self.give_back();
+        let dir = &self.link[1 - self.out];
         if finished > 0 {
             dir.in_flight.fetch_sub(finished, Ordering::Release);
             dir.delivered.fetch_add(delivered, Ordering::Relaxed);
@@ -910,13 +1005,9 @@ impl Port for MemPort {
         if !self.held.is_empty() {
             return false;
         }
-        let dir = &self.link[1 - self.out];
-        if dir.rss.is_none() {
-            // One queue: the frames flushed and not yet taken are the ones in it (a load,
-            // where the ring's own count takes the consumer's lock).
-            dir.in_flight.load(Ordering::Acquire) == 0
-        } else {
-            dir.queues[self.queue].is_empty_to_consumer()
+        match &self.own {
+            Some(o) => o.rx.is_empty(),
+            None => self.link[1 - self.out].queues[self.queue].is_empty_to_consumer(),
         }
     }
 
@@ -953,21 +1044,31 @@ impl Port for MemPort {
                 .as_ref()
                 .map_or(0, |r| r.queue_of_frame(&frame.data))
         };
-        // Each run of frames bound for one queue goes in one burst (all of them with one
-        // queue).
+        let spare = &mut self.spare;
+        // What did not fit: cannot happen with one queue (in-flight frames never exceed
+        // its capacity), but never panic on the data path.
+        let mut overflow = |frame: Frame| {
+            dir.in_flight.fetch_sub(1, Ordering::Release);
+            bump(&dir.tx.overflow);
+            Self::keep_spare(spare, frame.data);
+        };
         let mut frames = self.pending.drain(..).peekable();
+        if let Some(o) = &mut self.own {
+            // One queue: all of them in one burst.
+            let n = o.tx.slots().min(frames.len());
+            if let Ok(chunk) = o.tx.write_chunk_uninit(n) {
+                chunk.fill_from_iter(&mut frames);
+            }
+            frames.for_each(&mut overflow);
+            return;
+        }
+        // Each run of frames bound for one queue goes in one burst.
         while let Some(first) = frames.next() {
             let q = queue_of(&first);
             let mut run = std::iter::once(first)
                 .chain(std::iter::from_fn(|| frames.next_if(|f| queue_of(f) == q)));
             dir.queues[q].push_burst(&mut run);
-            // What did not fit: cannot happen with one queue (in-flight frames never
-            // exceed its capacity), but never panic on the data path.
-            for frame in run {
-                dir.in_flight.fetch_sub(1, Ordering::Release);
-                bump(&dir.tx.overflow);
-                let _ = dir.free.push(frame.data);
-            }
+            run.for_each(&mut overflow);
         }
     }
 
