@@ -64,11 +64,16 @@ pub const MAX_MTU: usize = 65535;
 /// Largest [`WireConfig::capacity`] [`WireConfig::validate`] accepts.
 pub const MAX_CAPACITY: usize = 1 << 20;
 
-/// Frame buffers a sending port takes from the free ring at a time.
+/// Frame buffers a sending port takes back at a time (from its return ring, or with
+/// several queues from the shared free ring).
 const BUFFER_BURST: usize = 32;
 
 /// Frame buffers a sending port keeps at most.
 const SPARE_MAX: usize = 2 * BUFFER_BURST;
+
+/// Spare buffers a faulty wire wants at hand before a frame's faults are applied (for
+/// its copies and the pieces it is cut into).
+const FAULT_SPARES: usize = 8;
 
 /// One direction of a simulated wire: what happens to frames sent by one port.
 ///
@@ -405,7 +410,8 @@ impl Tail {
     }
 }
 
-/// One direction: frames on the wire, buffers on their way back, counters.
+/// One direction: its counters and frames in flight, and with several queues the shared
+/// rings of its frames and of their buffers on the way back.
 struct Direction {
     /// With several queues ([`link_multi`]), one per receiving port; frames go to the
     /// queue the receiver's `rss` picks. Several ports send into each, so they are
@@ -511,11 +517,11 @@ pub struct MemPort {
     held_seq: u64,
     /// A one-queue wire's rings (else the link's shared ones).
     own: Option<OwnEnds>,
-    /// Buffers taken back from the receiver in one burst, for the next frames sent (at
-    /// most [`SPARE_MAX`]).
+    /// This port's buffers for its next frames (at most [`SPARE_MAX`]): taken back from
+    /// the receiver in bursts, and those of frames that did not go out (lost, or no room).
     spare: Vec<Vec<u8>>,
-    /// Buffers of the frames received in this burst, given back to the free ring in one
-    /// at its end.
+    /// Buffers of the frames received in this burst, given back to their sender in one
+    /// burst at its end (its return ring, or with several queues the free ring).
     recycled: Vec<Vec<u8>>,
     stats: PortStats,
     /// Frames sent since the last flush, not yet counted in the link's statistics.
@@ -689,23 +695,7 @@ impl MemPort {
     /// size reuse buffers without a memset.
     fn tx_buffer(&mut self, len: usize) -> Vec<u8> {
         if self.spare.is_empty() {
-            let spare = &mut self.spare;
-            match &mut self.own {
-                Some(o) => {
-                    let n = o.spares.slots().min(BUFFER_BURST);
-                    if let Ok(chunk) = o.spares.read_chunk(n) {
-                        spare.extend(chunk);
-                    }
-                }
-                None => {
-                    if let Some(free) = &self.link[self.out].free {
-                        free.pop_burst(BUFFER_BURST, |b| {
-                            spare.push(b);
-                            true
-                        });
-                    }
-                }
-            }
+            self.refill_spare();
         }
         match self.spare.pop() {
             Some(mut b) => {
@@ -720,6 +710,29 @@ impl MemPort {
                 let mut b = Vec::with_capacity(self.cfg.mtu + ETHERNET_HEADER_LEN);
                 b.resize(len, 0);
                 b
+            }
+        }
+    }
+
+    /// Takes up to [`BUFFER_BURST`] of this port's buffers back from the receiver, in one
+    /// burst.
+    fn refill_spare(&mut self) {
+        let want = BUFFER_BURST.min(SPARE_MAX - self.spare.len().min(SPARE_MAX));
+        let spare = &mut self.spare;
+        match &mut self.own {
+            Some(o) => {
+                let n = o.spares.slots().min(want);
+                if let Ok(chunk) = o.spares.read_chunk(n) {
+                    spare.extend(chunk);
+                }
+            }
+            None => {
+                if let Some(free) = &self.link[self.out].free {
+                    free.pop_burst(want, |b| {
+                        spare.push(b);
+                        true
+                    });
+                }
             }
         }
     }
@@ -744,15 +757,15 @@ impl MemPort {
                 if let Ok(chunk) = o.returns.write_chunk_uninit(n) {
                     chunk.fill_from_iter(self.recycled.drain(..));
                 }
-                self.recycled.clear();
             }
             None => {
                 if let Some(free) = &self.link[1 - self.out].free {
                     free.push_burst(self.recycled.drain(..));
                 }
-                self.recycled.clear();
             }
         }
+        // (Those the ring had no room for are freed.)
+        self.recycled.clear();
     }
 
     fn base_due(&self) -> Option<Instant> {
@@ -825,6 +838,10 @@ impl MemPort {
         let Some(mut injector) = self.injector.take() else {
             return;
         };
+        // Copies and pieces take buffers too: a few at hand, so that they do not allocate.
+        if self.spare.len() < FAULT_SPARES {
+            self.refill_spare();
+        }
         let base = self.base_due();
         // Borrowed, not cloned: an `Arc` clone per frame wrote the count shared with the
         // other end's thread.
@@ -1045,8 +1062,8 @@ impl Port for MemPort {
                 .map_or(0, |r| r.queue_of_frame(&frame.data))
         };
         let spare = &mut self.spare;
-        // What did not fit: cannot happen with one queue (in-flight frames never exceed
-        // its capacity), but never panic on the data path.
+        // What did not fit: rare (TSO frames whose pieces were duplicated can exceed the
+        // room `queue_tso` checked), and never a panic on the data path.
         let mut overflow = |frame: Frame| {
             dir.in_flight.fetch_sub(1, Ordering::Release);
             bump(&dir.tx.overflow);
