@@ -15,6 +15,7 @@
 #![forbid(unsafe_code)]
 
 pub mod clock;
+mod counters;
 pub mod lcore;
 pub mod limits;
 pub mod net;

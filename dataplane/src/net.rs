@@ -73,6 +73,7 @@
 //! planned, each starting with an FPDU (RFC 5044 5.3). A frame of one segment goes as an
 //! ordinary checksum-offloaded frame.
 
+use crate::counters::counters;
 use crate::port::{Port, TxPayload, ZERO_COPY_MIN_PAYLOAD};
 use proto::tcp::FourTuple;
 use smoltcp::phy::ChecksumCapabilities;
@@ -203,55 +204,57 @@ impl fmt::Display for SendTcpError {
 
 impl std::error::Error for SendTcpError {}
 
-/// Counters of one [`Net`].
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct NetStats {
-    /// Frames given to [`Net::on_frame`].
-    pub rx_frames: u64,
-    /// TCP segments handed out as [`Rx::Tcp`].
-    pub rx_tcp: u64,
-    /// ARP packets handled.
-    pub rx_arp: u64,
-    /// ICMP echo requests answered.
-    pub rx_echo: u64,
-    /// Frames dropped as [`DropReason::Malformed`].
-    pub drop_malformed: u64,
-    /// Frames dropped as [`DropReason::NotForUs`].
-    pub drop_not_for_us: u64,
-    /// Frames dropped as [`DropReason::BadChecksum`].
-    pub drop_bad_checksum: u64,
-    /// Frames dropped as [`DropReason::Fragment`].
-    pub drop_fragment: u64,
-    /// Frames dropped as [`DropReason::UnsupportedEtherType`],
-    /// [`DropReason::UnsupportedProtocol`] or [`DropReason::UnsupportedIcmp`].
-    pub drop_unsupported: u64,
-    /// Frames dropped as [`DropReason::BadSource`].
-    pub drop_bad_source: u64,
-    /// Requests not answered for want of port room ([`DropReason::ReplyNotSent`]).
-    pub drop_reply_not_sent: u64,
-    /// ARP requests sent.
-    pub arp_requests_sent: u64,
-    /// ARP replies transmitted.
-    pub arp_replies_sent: u64,
-    /// ICMP echo replies transmitted.
-    pub echo_replies_sent: u64,
-    /// TCP segments sent.
-    pub tx_tcp: u64,
-    /// [`Net::send_tcp`] calls that failed with [`SendTcpError::Unresolved`] (their
-    /// segments held for the ARP reply unless the hold had no room: `held_dropped`).
-    pub tx_unresolved: u64,
-    /// Held segments sent once their next hop was resolved.
-    pub held_sent: u64,
-    /// Held segments dropped: replaced by a later one for the same next hop, older than
-    /// [`ARP_HOLD_TIME`], without room ([`ARP_HOLD_MAX`] held or released), refused by a
-    /// full port, or superseded by a static entry ([`Net::insert_arp`]).
-    pub held_dropped: u64,
-    /// [`Net::send_tcp`] calls that failed with another error.
-    pub tx_failed: u64,
-    /// Frames queued for transmit segmentation offload (of two segments or more).
-    pub tx_tso_frames: u64,
-    /// Segments those frames held (also counted in `tx_tcp`).
-    pub tx_tso_segments: u64,
+counters! {
+    /// Counters of one [`Net`].
+    #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+    pub struct NetStats {
+        /// Frames given to [`Net::on_frame`].
+        pub rx_frames: u64,
+        /// TCP segments handed out as [`Rx::Tcp`].
+        pub rx_tcp: u64,
+        /// ARP packets handled.
+        pub rx_arp: u64,
+        /// ICMP echo requests answered.
+        pub rx_echo: u64,
+        /// Frames dropped as [`DropReason::Malformed`].
+        pub drop_malformed: u64,
+        /// Frames dropped as [`DropReason::NotForUs`].
+        pub drop_not_for_us: u64,
+        /// Frames dropped as [`DropReason::BadChecksum`].
+        pub drop_bad_checksum: u64,
+        /// Frames dropped as [`DropReason::Fragment`].
+        pub drop_fragment: u64,
+        /// Frames dropped as [`DropReason::UnsupportedEtherType`],
+        /// [`DropReason::UnsupportedProtocol`] or [`DropReason::UnsupportedIcmp`].
+        pub drop_unsupported: u64,
+        /// Frames dropped as [`DropReason::BadSource`].
+        pub drop_bad_source: u64,
+        /// Requests not answered for want of port room ([`DropReason::ReplyNotSent`]).
+        pub drop_reply_not_sent: u64,
+        /// ARP requests sent.
+        pub arp_requests_sent: u64,
+        /// ARP replies transmitted.
+        pub arp_replies_sent: u64,
+        /// ICMP echo replies transmitted.
+        pub echo_replies_sent: u64,
+        /// TCP segments sent.
+        pub tx_tcp: u64,
+        /// [`Net::send_tcp`] calls that failed with [`SendTcpError::Unresolved`] (their
+        /// segments held for the ARP reply unless the hold had no room: `held_dropped`).
+        pub tx_unresolved: u64,
+        /// Held segments sent once their next hop was resolved.
+        pub held_sent: u64,
+        /// Held segments dropped: replaced by a later one for the same next hop, older than
+        /// [`ARP_HOLD_TIME`], without room ([`ARP_HOLD_MAX`] held or released), refused by
+        /// a full port, or superseded by a static entry ([`Net::insert_arp`]).
+        pub held_dropped: u64,
+        /// [`Net::send_tcp`] calls that failed with another error.
+        pub tx_failed: u64,
+        /// Frames queued for transmit segmentation offload (of two segments or more).
+        pub tx_tso_frames: u64,
+        /// Segments those frames held (also counted in `tx_tcp`).
+        pub tx_tso_segments: u64,
+    }
 }
 
 impl NetStats {
@@ -264,31 +267,6 @@ impl NetStats {
             + self.drop_unsupported
             + self.drop_bad_source
             + self.drop_reply_not_sent
-    }
-
-    /// Adds another core's counters.
-    pub fn add(&mut self, o: &NetStats) {
-        self.rx_frames += o.rx_frames;
-        self.rx_tcp += o.rx_tcp;
-        self.rx_arp += o.rx_arp;
-        self.rx_echo += o.rx_echo;
-        self.drop_malformed += o.drop_malformed;
-        self.drop_not_for_us += o.drop_not_for_us;
-        self.drop_bad_checksum += o.drop_bad_checksum;
-        self.drop_fragment += o.drop_fragment;
-        self.drop_unsupported += o.drop_unsupported;
-        self.drop_bad_source += o.drop_bad_source;
-        self.drop_reply_not_sent += o.drop_reply_not_sent;
-        self.arp_requests_sent += o.arp_requests_sent;
-        self.arp_replies_sent += o.arp_replies_sent;
-        self.echo_replies_sent += o.echo_replies_sent;
-        self.tx_tcp += o.tx_tcp;
-        self.tx_unresolved += o.tx_unresolved;
-        self.held_sent += o.held_sent;
-        self.held_dropped += o.held_dropped;
-        self.tx_failed += o.tx_failed;
-        self.tx_tso_frames += o.tx_tso_frames;
-        self.tx_tso_segments += o.tx_tso_segments;
     }
 }
 

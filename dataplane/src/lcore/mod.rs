@@ -30,6 +30,7 @@ pub mod steer;
 mod table;
 mod timers;
 
+use crate::counters::counters;
 use std::collections::{HashMap, VecDeque};
 use std::net::SocketAddrV4;
 use std::sync::Arc;
@@ -95,111 +96,77 @@ pub struct CoreConfig {
     pub limits: Limits,
 }
 
-/// Counters of one core.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct CoreStats {
-    /// Calls of [`Core::poll`].
-    pub polls: u64,
-    /// TCP segments that matched no connection or listener.
-    pub unmatched_segments: u64,
-    /// TCP segments that failed to parse (checksum, options).
-    pub bad_segments: u64,
-    /// FPDUs delivered to QPs.
-    pub fpdus_received: u64,
-    /// FPDUs of out-of-order segments placed before the gap filled (Read Responses, with
-    /// markers: [`proto::qp::Qp::place_early`]); also counted in `fpdus_received` once
-    /// they arrive in order.
-    pub fpdus_placed_early: u64,
-    /// FPDUs queued to TCP.
-    pub fpdus_sent: u64,
-    /// TCP records they were queued in (what TCP sends and retransmits whole): fewer than
-    /// `fpdus_sent` when small FPDUs share one.
-    pub records_sent: u64,
-    /// Segments TCP emitted that the port or ARP could not take.
-    pub tx_failures: u64,
-    /// Connections accepted (passive opens that reached ESTABLISHED).
-    pub accepted: u64,
-    /// Connections opened (active opens started).
-    pub connected: u64,
-    /// SYN cookies sent (a listener's backlog was full).
-    pub syn_cookies_sent: u64,
-    /// Connections made from SYN cookies.
-    pub syn_cookies_accepted: u64,
-    /// SYNs and connects refused: no room in the table, or the control channel full.
-    pub refused: u64,
-    /// Startups reset at the startup timeout.
-    pub startup_timeouts: u64,
-    /// Startups reset for sending more than MPA allows before FPDU mode.
-    pub startup_overflows: u64,
-    /// Graceful closes reset at the linger time.
-    pub linger_resets: u64,
-    /// TIME-WAIT tuples forgotten early because the TIME-WAIT table was full.
-    pub time_wait_evicted: u64,
-    /// Events held back because the control channel was full (a gauge of pressure).
-    pub events_deferred: u64,
-    /// Frames this core received for a flow another core owns and handed to it (the
-    /// software fallback of [`steer`]; 0 where the device steers every flow to its owner).
-    pub handed_off: u64,
-    /// Frames other cores handed to this one (ARP copies included).
-    pub handed_in: u64,
-    /// Frames that could not be handed over: the owner's inbox was full (dropped; TCP
-    /// retransmits them).
-    pub handoff_dropped: u64,
-}
-
-impl CoreStats {
-    /// Adds another core's counters (the figures of a device of several cores).
-    pub fn add(&mut self, o: &CoreStats) {
-        self.polls += o.polls;
-        self.unmatched_segments += o.unmatched_segments;
-        self.bad_segments += o.bad_segments;
-        self.fpdus_received += o.fpdus_received;
-        self.fpdus_placed_early += o.fpdus_placed_early;
-        self.fpdus_sent += o.fpdus_sent;
-        self.records_sent += o.records_sent;
-        self.tx_failures += o.tx_failures;
-        self.accepted += o.accepted;
-        self.connected += o.connected;
-        self.syn_cookies_sent += o.syn_cookies_sent;
-        self.syn_cookies_accepted += o.syn_cookies_accepted;
-        self.refused += o.refused;
-        self.startup_timeouts += o.startup_timeouts;
-        self.startup_overflows += o.startup_overflows;
-        self.linger_resets += o.linger_resets;
-        self.time_wait_evicted += o.time_wait_evicted;
-        self.events_deferred += o.events_deferred;
-        self.handed_off += o.handed_off;
-        self.handed_in += o.handed_in;
-        self.handoff_dropped += o.handoff_dropped;
+counters! {
+    /// Counters of one core.
+    #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+    pub struct CoreStats {
+        /// Calls of [`Core::poll`].
+        pub polls: u64,
+        /// TCP segments that matched no connection or listener.
+        pub unmatched_segments: u64,
+        /// TCP segments that failed to parse (checksum, options).
+        pub bad_segments: u64,
+        /// FPDUs delivered to QPs.
+        pub fpdus_received: u64,
+        /// FPDUs of out-of-order segments placed before the gap filled (Read Responses,
+        /// with markers: [`proto::qp::Qp::place_early`]); also counted in `fpdus_received`
+        /// once they arrive in order.
+        pub fpdus_placed_early: u64,
+        /// FPDUs queued to TCP.
+        pub fpdus_sent: u64,
+        /// TCP records they were queued in (what TCP sends and retransmits whole): fewer
+        /// than `fpdus_sent` when small FPDUs share one.
+        pub records_sent: u64,
+        /// Segments TCP emitted that the port or ARP could not take.
+        pub tx_failures: u64,
+        /// Connections accepted (passive opens that reached ESTABLISHED).
+        pub accepted: u64,
+        /// Connections opened (active opens started).
+        pub connected: u64,
+        /// SYN cookies sent (a listener's backlog was full).
+        pub syn_cookies_sent: u64,
+        /// Connections made from SYN cookies.
+        pub syn_cookies_accepted: u64,
+        /// SYNs and connects refused: no room in the table, or the control channel full.
+        pub refused: u64,
+        /// Startups reset at the startup timeout.
+        pub startup_timeouts: u64,
+        /// Startups reset for sending more than MPA allows before FPDU mode.
+        pub startup_overflows: u64,
+        /// Graceful closes reset at the linger time.
+        pub linger_resets: u64,
+        /// TIME-WAIT tuples forgotten early because the TIME-WAIT table was full.
+        pub time_wait_evicted: u64,
+        /// Events held back because the control channel was full (a gauge of pressure).
+        pub events_deferred: u64,
+        /// Frames this core received for a flow another core owns and handed to it (the
+        /// software fallback of [`steer`]; 0 where the device steers every flow to its
+        /// owner).
+        pub handed_off: u64,
+        /// Frames other cores handed to this one (ARP copies included).
+        pub handed_in: u64,
+        /// Frames that could not be handed over: the owner's inbox was full (dropped; TCP
+        /// retransmits them).
+        pub handoff_dropped: u64,
     }
 }
 
-/// How full a core is now.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct CoreGauges {
-    /// Connections in the table.
-    pub connections: usize,
-    /// Of which SYN-RECEIVED.
-    pub half_open: usize,
-    /// Of which before FPDU mode.
-    pub startup: usize,
-    /// TIME-WAIT tuples.
-    pub time_wait: usize,
-    /// Events waiting for room in the control channel.
-    pub outbox: usize,
-    /// Timer entries (live and stale).
-    pub timers: usize,
-}
-
-impl CoreGauges {
-    /// Adds another core's gauges.
-    pub fn add(&mut self, o: &CoreGauges) {
-        self.connections += o.connections;
-        self.half_open += o.half_open;
-        self.startup += o.startup;
-        self.time_wait += o.time_wait;
-        self.outbox += o.outbox;
-        self.timers += o.timers;
+counters! {
+    /// How full a core is now.
+    #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+    pub struct CoreGauges {
+        /// Connections in the table.
+        pub connections: usize,
+        /// Of which SYN-RECEIVED.
+        pub half_open: usize,
+        /// Of which before FPDU mode.
+        pub startup: usize,
+        /// TIME-WAIT tuples.
+        pub time_wait: usize,
+        /// Events waiting for room in the control channel.
+        pub outbox: usize,
+        /// Timer entries (live and stale).
+        pub timers: usize,
     }
 }
 

@@ -8,6 +8,7 @@
 //! as frames are queued, and [`Faulty`] wraps any [`Port`] (a DPDK port included) to apply
 //! it to what that port transmits.
 
+use crate::counters::counters;
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 use std::time::{Duration, Instant};
@@ -98,31 +99,22 @@ impl FaultConfig {
     }
 }
 
-/// What happened to one frame, or to all of them ([`Faulty::fault_stats`]).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct FaultStats {
-    /// Frames lost.
-    pub lost: u64,
-    /// Extra copies made (and accepted by the sink).
-    pub duplicated: u64,
-    /// Frames held back to be overtaken.
-    pub reordered: u64,
-    /// Frames split into several TCP segments.
-    pub resegmented: u64,
-    /// Frames with a bit flipped and checksums left alone.
-    pub corrupted: u64,
-    /// Frames with a payload bit flipped and the TCP checksum recomputed.
-    pub corrupted_undetected: u64,
-}
-
-impl FaultStats {
-    fn add(&mut self, o: &FaultStats) {
-        self.lost += o.lost;
-        self.duplicated += o.duplicated;
-        self.reordered += o.reordered;
-        self.resegmented += o.resegmented;
-        self.corrupted += o.corrupted;
-        self.corrupted_undetected += o.corrupted_undetected;
+counters! {
+    /// What happened to one frame, or to all of them ([`Faulty::fault_stats`]).
+    #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+    pub struct FaultStats {
+        /// Frames lost.
+        pub lost: u64,
+        /// Extra copies made (and accepted by the sink).
+        pub duplicated: u64,
+        /// Frames held back to be overtaken.
+        pub reordered: u64,
+        /// Frames split into several TCP segments.
+        pub resegmented: u64,
+        /// Frames with a bit flipped and checksums left alone.
+        pub corrupted: u64,
+        /// Frames with a payload bit flipped and the TCP checksum recomputed.
+        pub corrupted_undetected: u64,
     }
 }
 

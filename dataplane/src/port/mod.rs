@@ -46,6 +46,7 @@ pub mod faults;
 pub mod mem;
 pub mod tso;
 
+use crate::counters::counters;
 pub use proto::tcp::TxPayload;
 use smoltcp::wire::EthernetAddress;
 
@@ -53,52 +54,36 @@ use smoltcp::wire::EthernetAddress;
 /// less than a second buffer per frame.
 pub const ZERO_COPY_MIN_PAYLOAD: usize = 256;
 
-/// Counters of one port.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct PortStats {
-    /// Frames handed to the core by [`Port::rx_burst`].
-    pub rx_frames: u64,
-    /// Octets of those frames.
-    pub rx_octets: u64,
-    /// Frames queued by [`Port::tx`].
-    pub tx_frames: u64,
-    /// Octets of those frames.
-    pub tx_octets: u64,
-    /// Frames the port dropped on receive (ring overflow, oversize).
-    pub rx_dropped: u64,
-    /// Frames the port could not transmit.
-    pub tx_dropped: u64,
-    /// Frames queued with [`Port::tx_ipv4_tcp_offload`] (checksums left to the device).
-    pub tx_checksum_offloaded: u64,
-    /// Received frames whose checksums the device found right ([`RxChecksum::Good`]).
-    pub rx_checksum_good: u64,
-    /// Received frames whose checksums the device found wrong ([`RxChecksum::Bad`]).
-    pub rx_checksum_bad: u64,
-    /// Frames queued with [`Port::tx_zero_copy`]: their payload was not copied by the
-    /// port (also counted in `tx_frames`).
-    pub tx_zero_copy: u64,
-    /// Large frames queued with [`Port::tx_tso_finish`] for the device to segment (each
-    /// also counted once in `tx_frames`).
-    pub tx_tso_frames: u64,
-    /// TCP segments those frames were cut into.
-    pub tx_tso_segments: u64,
-}
-
-impl PortStats {
-    /// Adds another queue's counters (the figures of a device of several queues).
-    pub fn add(&mut self, o: &PortStats) {
-        self.rx_frames += o.rx_frames;
-        self.rx_octets += o.rx_octets;
-        self.tx_frames += o.tx_frames;
-        self.tx_octets += o.tx_octets;
-        self.rx_dropped += o.rx_dropped;
-        self.tx_dropped += o.tx_dropped;
-        self.tx_checksum_offloaded += o.tx_checksum_offloaded;
-        self.rx_checksum_good += o.rx_checksum_good;
-        self.rx_checksum_bad += o.rx_checksum_bad;
-        self.tx_zero_copy += o.tx_zero_copy;
-        self.tx_tso_frames += o.tx_tso_frames;
-        self.tx_tso_segments += o.tx_tso_segments;
+counters! {
+    /// Counters of one port.
+    #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+    pub struct PortStats {
+        /// Frames handed to the core by [`Port::rx_burst`].
+        pub rx_frames: u64,
+        /// Octets of those frames.
+        pub rx_octets: u64,
+        /// Frames queued by [`Port::tx`].
+        pub tx_frames: u64,
+        /// Octets of those frames.
+        pub tx_octets: u64,
+        /// Frames the port dropped on receive (ring overflow, oversize).
+        pub rx_dropped: u64,
+        /// Frames the port could not transmit.
+        pub tx_dropped: u64,
+        /// Frames queued with [`Port::tx_ipv4_tcp_offload`] (checksums left to the device).
+        pub tx_checksum_offloaded: u64,
+        /// Received frames whose checksums the device found right ([`RxChecksum::Good`]).
+        pub rx_checksum_good: u64,
+        /// Received frames whose checksums the device found wrong ([`RxChecksum::Bad`]).
+        pub rx_checksum_bad: u64,
+        /// Frames queued with [`Port::tx_zero_copy`]: their payload was not copied by the
+        /// port (also counted in `tx_frames`).
+        pub tx_zero_copy: u64,
+        /// Large frames queued with [`Port::tx_tso_finish`] for the device to segment (each
+        /// also counted once in `tx_frames`).
+        pub tx_tso_frames: u64,
+        /// TCP segments those frames were cut into.
+        pub tx_tso_segments: u64,
     }
 }
 
