@@ -469,6 +469,22 @@ pub fn fold_sum(sum: u64) -> u16 {
     (s as u16).swap_bytes()
 }
 
+/// The unfolded one's complement sum of `data` (the kernels' convention: little-endian
+/// 16-bit words from its first octet, an odd last octet as a word's low octet), in plain
+/// scalar code: for a few octets, where a kernel call costs more than the sum itself (a
+/// run of any length gives the right sum, but slowly).
+pub fn sum_scalar(data: &[u8]) -> u64 {
+    let mut words = data.chunks_exact(2);
+    let mut sum: u64 = words
+        .by_ref()
+        .map(|w| u64::from(u16::from_le_bytes([w[0], w[1]])))
+        .sum();
+    if let [last] = words.remainder() {
+        sum += u64::from(*last);
+    }
+    sum
+}
+
 /// The unfolded sum `sum` of a run, made to add to the unfolded sum of the run it
 /// continues, which started `offset` octets before it: a run at an odd offset adds
 /// byte-swapped (RFC 1071 section 2), so it is folded and swapped first.

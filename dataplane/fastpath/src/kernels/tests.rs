@@ -505,6 +505,19 @@ proptest! {
         let joined = crc32c_sum(0, a).1 + sum_at(crc32c_sum(0, b).1, cut);
         prop_assert_eq!(fold_sum(joined), reference_sum(&data));
     }
+
+    /// The scalar sum is RFC 1071's, and joins the kernels' at any offset.
+    #[test]
+    fn the_scalar_sum_agrees(
+        data in proptest::collection::vec(any::<u8>(), 0..300),
+        cut in 0usize..300,
+    ) {
+        prop_assert_eq!(fold_sum(sum_scalar(&data)), reference_sum(&data));
+        let cut = cut.min(data.len());
+        let (a, b) = data.split_at(cut);
+        let joined = crc32c_sum(0, a).1 + sum_at(sum_scalar(b), cut);
+        prop_assert_eq!(fold_sum(joined), reference_sum(&data));
+    }
 }
 
 /// Says which kernels this machine tests (a CPU without a tier cannot test it), and under

@@ -433,21 +433,6 @@ pub struct FpduWriter<'a> {
 /// Pieces shorter than this are copied and added to the CRC and the sum later, together.
 const SMALL_PIECE: usize = 64;
 
-/// The unfolded one's complement sum of a few octets, as the kernels take it (16-bit
-/// little-endian words from the first octet, a last odd octet as a word's low octet),
-/// without a kernel call.
-fn small_sum(data: &[u8]) -> u64 {
-    let mut words = data.chunks_exact(2);
-    let mut sum: u64 = words
-        .by_ref()
-        .map(|w| u64::from(u16::from_le_bytes([w[0], w[1]])))
-        .sum();
-    if let [last] = words.remainder() {
-        sum += u64::from(*last);
-    }
-    sum
-}
-
 impl<'a> FpduWriter<'a> {
     fn new(layout: FpduLayout, framer: &'a mut Framer, out: &'a mut Vec<u8>) -> Self {
         out.reserve(layout.wire_len);
@@ -674,7 +659,7 @@ impl<'a> FpduWriter<'a> {
                 // At a multiple of four from the FPDU's start (header, ULPDU and PAD
                 // are, and markers are four octets): the field and a marker at most.
                 debug_assert!(at.is_multiple_of(4) && self.out.len() - base - at <= 8);
-                let sum = small_sum(&self.out[base + at..]);
+                let sum = kernels::sum_scalar(&self.out[base + at..]);
                 self.add_sum(at, sum);
             }
         } else {
