@@ -80,6 +80,9 @@ cargo clippy --workspace --all-targets --all-features -- -D warnings
 step "cargo test (workspace, all features)"
 cargo test --workspace --all-features
 
+step "the one-pass kernels over runs longer than 1 GiB (release build)"
+cargo test --release -p fastpath --lib -- --include-ignored runs_over_one_gib
+
 step "fault injection end to end, 256 MiB per case (release build)"
 cargo test --release -p control --test e2e_faults -- --include-ignored --nocapture
 
