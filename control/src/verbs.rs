@@ -695,24 +695,24 @@ impl QueuePair {
     /// the send queue takes them; returns how many were posted ([`PostError::QueueFull`]
     /// when none was).
     pub fn post_send_list(&self, wrs: &[SendWr]) -> Result<usize, PostError> {
-        if self.rings.state() == QpRingState::Error {
-            return Err(PostError::QpError);
-        }
-        match self.rings.post_send_list(wrs) {
-            0 if !wrs.is_empty() => Err(PostError::QueueFull),
-            n => Ok(n),
-        }
+        self.post_list(wrs.len(), || self.rings.post_send_list(wrs))
     }
 
     /// Posts receive buffers `wrs` in order with one doorbell for all of them (a post
     /// list, as `ibv_post_recv` takes a chain), as far as the receive queue takes them;
     /// returns how many were posted ([`PostError::QueueFull`] when none was).
     pub fn post_recv_list(&self, wrs: &[RecvWr]) -> Result<usize, PostError> {
+        self.post_list(wrs.len(), || self.rings.post_recv_list(wrs))
+    }
+
+    /// A post list of `len` requests that `post` queues: refused on a QP in error,
+    /// [`PostError::QueueFull`] when none was taken, else how many were.
+    fn post_list(&self, len: usize, post: impl FnOnce() -> usize) -> Result<usize, PostError> {
         if self.rings.state() == QpRingState::Error {
             return Err(PostError::QpError);
         }
-        match self.rings.post_recv_list(wrs) {
-            0 if !wrs.is_empty() => Err(PostError::QueueFull),
+        match post() {
+            0 if len > 0 => Err(PostError::QueueFull),
             n => Ok(n),
         }
     }

@@ -535,3 +535,36 @@ fn a_listener_rejects_private_data_longer_than_it_takes() {
         other => panic!("{other:?}"),
     }
 }
+
+#[test]
+fn post_lists_stop_at_the_queue_depth() {
+    let e = env(Limits::default());
+    let pd = e.pair.a.alloc_pd();
+    let cq = e.pair.a.create_cq(16);
+    let qp = pd.create_qp(&QpInit {
+        max_send_wr: 3,
+        max_recv_wr: 4,
+        ..QpInit::new(&cq, &cq)
+    });
+    let mr = pd.reg_mr(64, Access::LOCAL_WRITE).unwrap();
+    let recvs: Vec<RecvWr> = (0..6)
+        .map(|i| RecvWr {
+            wr_id: i,
+            local: mr.sge(0, 8),
+        })
+        .collect();
+    // As many as the queue takes, then none: QueueFull.
+    assert_eq!(qp.post_recv_list(&recvs), Ok(4));
+    assert_eq!(qp.post_recv_list(&recvs[4..]), Err(PostError::QueueFull));
+    assert_eq!(qp.post_recv_list(&[]), Ok(0));
+    let sends: Vec<SendWr> = (0..5)
+        .map(|i| SendWr {
+            wr_id: i,
+            op: SendOp::Send,
+            local: mr.sge(0, 8),
+            signaled: true,
+        })
+        .collect();
+    assert_eq!(qp.post_send_list(&sends), Ok(3));
+    assert_eq!(qp.post_send_list(&sends[3..]), Err(PostError::QueueFull));
+}

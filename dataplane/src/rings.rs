@@ -271,17 +271,19 @@ impl QpRings {
     /// rings the core once (a post list: one doorbell for many requests). Returns how
     /// many were queued.
     pub fn post_send_list(&self, wrs: &[SendWr]) -> usize {
-        let n = self.sq.push_burst(wrs.iter().copied());
-        if n > 0 {
-            self.ring();
-        }
-        n
+        self.post_burst(&self.sq, wrs)
     }
 
     /// Posts receive work requests in order with one doorbell, as far as the receive queue
     /// takes them; returns how many were posted.
     pub fn post_recv_list(&self, wrs: &[RecvWr]) -> usize {
-        let n = self.rq.push_burst(wrs.iter().copied());
+        self.post_burst(&self.rq, wrs)
+    }
+
+    /// Pushes `wrs` to `queue` in one burst, as far as it takes them, and rings the core
+    /// once if any went in.
+    fn post_burst<T: Copy>(&self, queue: &BurstRing<T>, wrs: &[T]) -> usize {
+        let n = queue.push_burst(wrs.iter().copied());
         if n > 0 {
             self.ring();
         }
