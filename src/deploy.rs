@@ -427,15 +427,24 @@ impl CoreSnapshot {
         self.net.add(&o.net);
     }
 
+    /// The counters of one core now (no `per_core`): the one place that lists what a
+    /// snapshot takes from a core.
+    pub fn of_core(core: &Core) -> CoreSnapshot {
+        CoreSnapshot {
+            stats: core.stats(),
+            gauges: core.gauges(),
+            port: core.port_stats(),
+            alignment: core.alignment(),
+            net: core.net_stats(),
+            per_core: Vec::new(),
+        }
+    }
+
     /// The counters of `cores` now, summed.
     pub fn of(cores: &[Core]) -> CoreSnapshot {
         let mut all = CoreSnapshot::default();
         for c in cores {
-            all.stats.add(&c.stats());
-            all.gauges.add(&c.gauges());
-            all.port.add(&c.port_stats());
-            all.alignment.merge(&c.alignment());
-            all.net.add(&c.net_stats());
+            all.add_counters(&CoreSnapshot::of_core(c));
             all.per_core.push(c.connections());
         }
         all
@@ -572,14 +581,7 @@ fn poll_loop(
                     *seen = q;
                     quiesce_memif(core, MEMIF_QUIESCE);
                 }
-                let s = CoreSnapshot {
-                    stats: core.stats(),
-                    gauges: core.gauges(),
-                    port: core.port_stats(),
-                    alignment: core.alignment(),
-                    net: core.net_stats(),
-                    per_core: Vec::new(),
-                };
+                let s = CoreSnapshot::of_core(core);
                 *snap.lock().unwrap_or_else(|e| e.into_inner()) = s;
             }
         }

@@ -60,14 +60,7 @@ pub struct SessionCounters {
 impl Snapshot {
     /// The core's counters now; `sessions` from the caller.
     pub fn of(core: &Core, sessions: SessionCounters) -> Snapshot {
-        Snapshot {
-            port: core.port_stats(),
-            core: core.stats(),
-            gauges: core.gauges(),
-            tcp: core.alignment(),
-            net: core.net_stats(),
-            sessions,
-        }
+        Snapshot::of_cores(&crate::deploy::CoreSnapshot::of_core(core), sessions)
     }
 
     /// The counters of a node's cores (summed) and its sessions.

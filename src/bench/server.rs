@@ -932,10 +932,6 @@ impl Session {
         // next ping may follow it at once).
         if self.hello.test == Test::SendLat {
             self.ep.post_recv(RecvWr { wr_id: s, local })?;
-        } else {
-            self.reposts.push(RecvWr { wr_id: s, local });
-        }
-        if self.hello.test == Test::SendLat {
             if self.hello.verify {
                 let mut v = vec![0u8; size];
                 verify::fill(&mut v, verify::pong(seq));
@@ -946,6 +942,7 @@ impl Session {
             let local = self.src.sge(0, size as u32);
             self.send(seq, local, SendOp::Send)?;
         } else {
+            self.reposts.push(RecvWr { wr_id: s, local });
             self.ungranted += 1;
             self.grant(false)?;
         }

@@ -277,8 +277,9 @@ fn arp_reply(ip: Ipv4Address, mac: EthernetAddress, a_mac: EthernetAddress) -> V
 fn the_neighbours_own_request_releases_the_held_segment() {
     let mut p = pair();
     let _ = p.a.send_tcp(t(0), &mut p.pa, &tuple(), &tcp_repr(b"x"));
-    frames(&mut p.pa, &mut p.pb); // A's request is lost.
-                                  // B asks for A: A learns B from the request, answers, and sends the held segment.
+    // A's request is lost.
+    frames(&mut p.pa, &mut p.pb);
+    // B asks for A: A learns B from the request, answers, and sends the held segment.
     assert_eq!(p.b.resolve(t(1), &mut p.pb, A), None);
     for f in frames(&mut p.pb, &mut p.pa) {
         assert_eq!(rx(&mut p.a, t(1), &f, &mut p.pa), Rx::Handled);

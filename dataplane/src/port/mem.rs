@@ -1,15 +1,15 @@
 //! The in-memory backend: two [`Port`]s joined by a simulated wire.
 //!
 //! [`link`] makes a pair of [`MemPort`]s. Each direction of the wire is a bounded ring of
-//! frames that moves them in bursts (a flush queues all its frames at once, a receive
-//! burst takes them at once, and the frames' buffers go back the same way), so the two
-//! ends may run on different threads (or on the same one). With one queue a ring has one
-//! producer and one consumer and each port owns its halves (no lock); with several
-//! ([`link_multi`]) the rings are shared [`BurstRing`]s. The sending end
-//! applies the faults of its direction's [`WireConfig`] (loss, duplication, reordering, TCP resegmentation, corruption) when a
-//! frame is queued by [`Port::tx`], decided by a seeded PRNG per direction: the same
-//! sequence of frames meets the same faults on every run. Frames become visible to the
-//! other end at [`Port::flush`].
+//! frames that moves them in bursts (a flush queues all its frames at once, a receive burst
+//! takes them at once, and the frames' buffers go back the same way), so the two ends may
+//! run on different threads (or on the same one). With one queue a ring has one producer
+//! and one consumer and each port owns its halves (no lock); with several ([`link_multi`])
+//! the rings are shared [`BurstRing`]s. The sending end applies the faults of its
+//! direction's [`WireConfig`] (loss, duplication, reordering, TCP resegmentation,
+//! corruption) when a frame is queued by [`Port::tx`], decided by a seeded PRNG per
+//! direction: the same sequence of frames meets the same faults on every run. Frames become
+//! visible to the other end at [`Port::flush`].
 //!
 //! # Addresses and MTU
 //!
@@ -717,7 +717,7 @@ impl MemPort {
     /// Takes up to [`BUFFER_BURST`] of this port's buffers back from the receiver, in one
     /// burst.
     fn refill_spare(&mut self) {
-        let want = BUFFER_BURST.min(SPARE_MAX - self.spare.len().min(SPARE_MAX));
+        let want = SPARE_MAX.saturating_sub(self.spare.len()).min(BUFFER_BURST);
         let spare = &mut self.spare;
         match &mut self.own {
             Some(o) => {
@@ -764,8 +764,7 @@ impl MemPort {
                 }
             }
         }
-        // (Those the ring had no room for are freed.)
-        self.recycled.clear();
+        // (Those the ring had no room for are freed as the drain ends.)
     }
 
     fn base_due(&self) -> Option<Instant> {

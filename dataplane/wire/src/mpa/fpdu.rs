@@ -251,12 +251,12 @@ pub struct Framer {
     pos: u64,
     /// Whether the one pass also takes the FPDUs' one's complement sums.
     sums: bool,
-    /// The FPDU being written ([`Framer::writer`]), or the last one. It lives here rather than in the
-    /// [`FpduWriter`], which is two references and so costs nothing to move: a writer
-    /// that held this state was built field by field and then moved (out of `writer`'s
-    /// `Result`, into `finish`), and the moves read it back wider than it was written,
-    /// stalling on store forwarding (about a third of the framing time of a 1454-octet
-    /// ULPDU beyond the kernel, measured).
+    /// The FPDU being written ([`Framer::writer`]), or the last one. It lives here rather
+    /// than in the [`FpduWriter`], which is two references and so costs nothing to move: a
+    /// writer that held this state was built field by field and then moved (out of
+    /// `writer`'s `Result`, into `finish`), and the moves read it back wider than it was
+    /// written, stalling on store forwarding (about a third of the framing time of a
+    /// 1454-octet ULPDU beyond the kernel, measured).
     w: WriteState,
 }
 
