@@ -253,6 +253,40 @@ fn completion_moderation() {
     );
 }
 
+/// Without -Q, a bandwidth test moderates its completions as perftest does: every 100th
+/// request (at most the tx depth), but every request of one size above 8192 octets.
+#[test]
+fn completion_moderation_defaults_as_perftest() {
+    for (args, q, cqes) in [
+        (&["write-bw", "-s", "8", "-n", "1000"][..], 100, Some(10)),
+        (&["send-bw", "-s", "8192", "-n", "1000"][..], 100, Some(10)),
+        (
+            &["write-bw", "-s", "8", "-n", "1000", "-t", "40"][..],
+            40,
+            Some(25),
+        ),
+        (&["write-bw", "-s", "8193", "-n", "100"][..], 1, Some(100)),
+        (&["read-bw", "-s", "65536", "-n", "100"][..], 1, Some(100)),
+        // A sweep keeps one figure for all its sizes (perftest's -a).
+        (&["write-bw", "-a", "-n", "2"][..], 100, None),
+        (&["write-lat", "-s", "8", "-n", "100"][..], 1, None),
+    ] {
+        let r = json(args);
+        assert_eq!(r["params"]["cq_mod"], q, "{args:?}");
+        if let Some(c) = cqes {
+            assert_eq!(r["samples"][0]["completions"], c, "{args:?}");
+        }
+    }
+    let t = text(&iwarp(&["bench", "write-bw", "-s", "64", "-n", "200"]));
+    assert!(t.contains("CQ Moderation   : 100"), "{t}");
+    // perftest's default size (65536) is above the limit: no line, as perftest prints none.
+    let t = text(&iwarp(&["bench", "write-bw", "-n", "200"]));
+    assert!(!t.contains("CQ Moderation"), "{t}");
+    // -Q as given, whatever the size.
+    let r = json(&["write-bw", "-s", "65536", "-n", "100", "-Q", "10"]);
+    assert_eq!(r["samples"][0]["completions"], 10);
+}
+
 #[test]
 fn tso_hands_the_link_frames_of_several_segments() {
     // Reads: the server's Read Responses are the large transmits; Writes: the client's.

@@ -113,10 +113,11 @@ pub struct BenchArgs {
     #[arg(short = 'l', long, value_name = "N", default_value_t = 1)]
     pub post_list: usize,
     /// Bandwidth tests: signal only every N-th work request; its completion covers the
-    /// ones before it (perftest's -Q/--cq-mod; perftest's default is 100). At most the
-    /// tx depth; a read-bw run takes at most its ORD. 1 signals every request.
-    #[arg(short = 'Q', long = "cq-mod", value_name = "N", default_value_t = 1)]
-    pub cq_mod: usize,
+    /// ones before it (perftest's -Q/--cq-mod). At most the tx depth; a read-bw run takes
+    /// at most its ORD. 1 signals every request. Default as perftest's: 100 (at most the
+    /// tx depth), but 1 for one size above 8192 octets.
+    #[arg(short = 'Q', long = "cq-mod", value_name = "N")]
+    pub cq_mod: Option<usize>,
     /// Bandwidth in Gb/sec (10^9 bits) instead of MiB/sec (perftest's --report_gbits).
     #[arg(long, alias = "report_gbits")]
     pub report_gbits: bool,
@@ -293,13 +294,34 @@ fn options(a: &BenchArgs) -> Result<BenchOptions, String> {
         // On stderr, and only when it is a terminal: never in stdout's JSON or figures.
         progress: true,
         post_list: a.post_list,
-        cq_mod: a.cq_mod,
+        cq_mod: cq_mod(a),
         intervals,
         qps: a.qps,
         cores: a.cores,
         bidirectional: a.bidirectional,
         core: None,
     })
+}
+
+/// perftest's default completion moderation (`DEF_CQ_MOD`) when -Q is not given.
+pub const DEFAULT_CQ_MOD: usize = 100;
+
+/// Above this message size perftest signals every request unless -Q is given
+/// (`MSG_SIZE_CQ_MOD_LIMIT`): a completion per large message costs little, and a group of
+/// them would make the run's figures coarse.
+pub const CQ_MOD_SIZE_LIMIT: usize = 8192;
+
+/// The completion moderation of a run: -Q as given, else perftest's rule. A latency test
+/// waits for each message (1); a bandwidth test of one size above [`CQ_MOD_SIZE_LIMIT`]
+/// signals every request (1); any other signals every [`DEFAULT_CQ_MOD`]-th, at most its
+/// tx depth. A sweep (-a) keeps the one figure for every size, as perftest's does.
+fn cq_mod(a: &BenchArgs) -> usize {
+    match a.cq_mod {
+        Some(q) => q,
+        None if a.test.is_latency() => 1,
+        None if !a.all_sizes && a.size() > CQ_MOD_SIZE_LIMIT => 1,
+        None => DEFAULT_CQ_MOD.min(a.tx_depth.max(1)),
+    }
 }
 
 /// The fault flags.

@@ -58,7 +58,7 @@ fn plan(a: &BenchArgs) -> Result<Plan, String> {
             "post lists are not in the perftest exchange yet",
         ),
         (
-            a.cq_mod > 1,
+            a.cq_mod.is_some_and(|q| q > 1),
             "-Q",
             "completion moderation is not in the perftest exchange yet",
         ),
