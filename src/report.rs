@@ -245,7 +245,8 @@ impl LatSample {
 // ------------------------------------------------------------------------------------------
 
 /// Most messages a [`BwMeter`] keeps timestamps of (16 octets each: 64 MiB); the peak is
-/// computed over them, the averages over every message.
+/// computed over them, the averages over every message. A bench run's client QPs share
+/// this many between them.
 pub const METER_MESSAGES: usize = 1 << 22;
 
 /// Bandwidth meter: collects per-message post and completion timestamps and computes a

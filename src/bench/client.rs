@@ -175,6 +175,14 @@ impl Client {
     }
 }
 
+/// The messages each client QP of a run keeps timestamps of: a share of
+/// [`crate::report::METER_MESSAGES`] (64 MiB of timestamps), so that a run's memory for
+/// them stays within that however many QPs (`-q`) and directions (`-b`) it has.
+fn meter_share(o: &BenchOptions) -> usize {
+    let meters = o.qps.max(1) * if o.bidirectional { 2 } else { 1 };
+    (crate::report::METER_MESSAGES / meters).max(1)
+}
+
 fn reg(ep: &Endpoint, len: usize, access: Access) -> Result<Mr, BenchError> {
     ep.pd
         .reg_mr(len.max(1), access)
@@ -452,7 +460,11 @@ fn bw(
         Length::Iterations(_) => None,
     };
     let mut prog = progress(o).filter(|_| o.intervals.is_none());
-    let mut meter = BwMeter::with_capacity(size as u64, total as usize);
+    // Room for the timestamps is taken before the clock starts: a timed run does not grow
+    // (copy) its arrays while it is measured.
+    let share = meter_share(o);
+    let room = if total == 0 { share } else { total as usize };
+    let mut meter = BwMeter::with_limit(size as u64, room, share);
     let start = Instant::now();
     // Per-interval figures: where the current interval started, the messages completed
     // before it, the lowest interval bandwidth so far.
@@ -863,4 +875,24 @@ fn send_lat(
     let _ = last_size;
     c.post_ctl_recv(0)?;
     Ok(run.finish(i))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::report::METER_MESSAGES;
+
+    /// The timestamps of a run stay within 64 MiB in all: each client QP keeps its share.
+    #[test]
+    fn meters_share_one_cap() {
+        let mut o = BenchOptions::default();
+        assert_eq!(meter_share(&o), METER_MESSAGES);
+        o.qps = 4;
+        assert_eq!(meter_share(&o) * 4, METER_MESSAGES);
+        o.bidirectional = true;
+        assert_eq!(meter_share(&o) * 8, METER_MESSAGES);
+        o.qps = super::super::MAX_QPS;
+        assert!(meter_share(&o) * 2 * o.qps <= METER_MESSAGES);
+        assert!(meter_share(&o) >= 1);
+    }
 }
