@@ -165,8 +165,10 @@ impl<C: BorrowMut<Core>> Endpoint<C> {
         self.back_off = true;
     }
 
-    /// One poll of the core (when this endpoint drives one), else a yield.
-    fn poll_core(&mut self) {
+    /// One poll of the core (when this endpoint drives one), else a yield; the CQ is left
+    /// alone. Also for a consumer busy with something long, so that the connections of
+    /// the core it drives keep being served.
+    pub fn poll_core(&mut self) {
         match self.core.as_mut() {
             Some(c) => {
                 c.borrow_mut().poll();

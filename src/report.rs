@@ -350,6 +350,13 @@ impl BwMeter {
     /// No message gives all zeros. Timestamps out of order (a completion before its post)
     /// are bad input: they never panic, and a non-positive best time gives a peak of 0.0.
     pub fn sample(&self) -> BwSample {
+        self.sample_with(|| {})
+    }
+
+    /// [`BwMeter::sample`], calling `tick` every [`TICK_EVERY`] messages of the peak's
+    /// search (a few milliseconds over millions of messages): a consumer that drives its
+    /// own core polls it there, so that its connections are served meanwhile.
+    pub fn sample_with(&self, mut tick: impl FnMut()) -> BwSample {
         let n = self.n_posted.min(self.n_completed);
         let kept = self.posted.len().min(self.completed.len());
         if n == 0 || kept == 0 {
@@ -370,13 +377,14 @@ impl BwMeter {
         };
         let span = end.saturating_sub(self.first_post.unwrap_or(0));
         let (avg_mib_s, msg_rate_mpps) = rates(self.bytes, n, u128::from(span));
-        let peak_mib_s = match best_per_message(&self.posted[..kept], &self.completed[..kept]) {
-            Some((num, den)) if num > 0 => {
-                // size / (num/den ns) in MiB/s.
-                self.bytes as f64 * den as f64 * 1e9 / num as f64 / MIB
-            }
-            _ => 0.0,
-        };
+        let peak_mib_s =
+            match best_per_message_with(&self.posted[..kept], &self.completed[..kept], &mut tick) {
+                Some((num, den)) if num > 0 => {
+                    // size / (num/den ns) in MiB/s.
+                    self.bytes as f64 * den as f64 * 1e9 / num as f64 / MIB
+                }
+                _ => 0.0,
+            };
         BwSample {
             bytes: self.bytes,
             iterations: n,
@@ -389,6 +397,15 @@ impl BwMeter {
     }
 }
 
+/// [`best_per_message_with`] without a tick.
+#[cfg(test)]
+fn best_per_message(posted: &[u64], completed: &[u64]) -> Option<(i128, i128)> {
+    best_per_message_with(posted, completed, &mut || {})
+}
+
+/// Messages between two calls of [`BwMeter::sample_with`]'s `tick`.
+pub const TICK_EVERY: usize = 1 << 14;
+
 /// `min over i ≤ j of (completed[j] − posted[i]) / (j − i + 1)` as an exact fraction
 /// `(numerator ns, denominator messages)`, or `None` for empty input.
 ///
@@ -396,7 +413,13 @@ impl BwMeter {
 /// from `B_i` to `A_j`. For each `j` the smallest slope from any `B_i` (i ≤ j, all left of
 /// `A_j`) is the tangent from `A_j` to the upper convex hull of those points, found by
 /// binary search (slopes to `A_j` along the hull fall, then rise).
-pub(crate) fn best_per_message(posted: &[u64], completed: &[u64]) -> Option<(i128, i128)> {
+///
+/// Calls `tick` every [`TICK_EVERY`] messages.
+fn best_per_message_with(
+    posted: &[u64],
+    completed: &[u64],
+    tick: &mut impl FnMut(),
+) -> Option<(i128, i128)> {
     let n = posted.len().min(completed.len());
     let mut hull: Vec<(i128, i128)> = Vec::new();
     let mut best: Option<(i128, i128)> = None;
@@ -405,6 +428,9 @@ pub(crate) fn best_per_message(posted: &[u64], completed: &[u64]) -> Option<(i12
         (a.0 - o.0) * (b.1 - o.1) - (a.1 - o.1) * (b.0 - o.0)
     };
     for j in 0..n {
+        if j % TICK_EVERY == TICK_EVERY - 1 {
+            tick();
+        }
         let p = (j as i128, i128::from(posted[j]));
         while hull.len() >= 2 && cross(hull[hull.len() - 2], hull[hull.len() - 1], p) >= 0 {
             hull.pop();
@@ -668,6 +694,11 @@ pub struct Segments {
     /// Segments those frames were cut into.
     #[serde(default)]
     pub tso_segments: u64,
+    /// The longest time between two polls of this end's core, microseconds (a thread
+    /// descheduled for longer than the peer's RTO explains a retransmission on a lossless
+    /// link); absent from reports written before it was measured.
+    #[serde(default)]
+    pub longest_poll_gap_us: u64,
 }
 
 /// [`Segments`] of the client, and of the server when it ran in this process.
@@ -971,6 +1002,17 @@ pub fn to_text(report: &Report) -> String {
             // D-SACK: the server said it had these already (needless retransmissions, or
             // duplicates the link made).
             let _ = write!(out, ", {} reported received twice", c.dsack_octets);
+        }
+        if c.retransmitted_octets > 0 {
+            // What may explain them on a lossless link: a core that was not running.
+            let _ = write!(
+                out,
+                "; longest gap between polls: client {} us",
+                c.longest_poll_gap_us
+            );
+            if let Some(s) = &a.server {
+                let _ = write!(out, ", server {} us", s.longest_poll_gap_us);
+            }
         }
         out.push(')');
         match &a.server {
@@ -1325,6 +1367,22 @@ mod tests {
                 "round {round}: {posted:?} {completed:?}"
             );
         }
+    }
+
+    /// `sample_with` calls its tick every `TICK_EVERY` messages of the peak's search (a
+    /// consumer polls its core there) and finds what `sample` finds.
+    #[test]
+    fn sample_with_ticks_along_the_search() {
+        let mut m = BwMeter::with_capacity(64, 100_000);
+        for i in 0..100_000u64 {
+            m.post(Duration::from_nanos(i * 100));
+            m.complete(Duration::from_nanos(i * 100 + 250 + i % 7));
+        }
+        let mut ticks = 0;
+        let s = m.sample_with(|| ticks += 1);
+        assert_eq!(ticks, 100_000 / TICK_EVERY);
+        assert_eq!(s, m.sample());
+        assert!(s.peak_mib_s > 0.0);
     }
 
     proptest::proptest! {

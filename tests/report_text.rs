@@ -174,7 +174,8 @@ fn whole_report_text() {
 }
 
 /// The segment line says how many retransmitted octets the server reported receiving
-/// twice (D-SACK), and only when it reported any.
+/// twice (D-SACK), and only when it reported any; with retransmissions, the longest gap
+/// between polls of each core (what explains them on a lossless link).
 #[test]
 fn segment_line_tells_needless_retransmissions() {
     let mut r = Report {
@@ -190,6 +191,7 @@ fn segment_line_tells_needless_retransmissions() {
                 rtx_whole_ratio: 1.0,
                 retransmitted_octets: 2856,
                 dsack_octets: 1428,
+                longest_poll_gap_us: 4200,
                 ..Segments::default()
             },
             server: None,
@@ -203,13 +205,30 @@ fn segment_line_tells_needless_retransmissions() {
     assert!(
         t.contains(
             " FPDU-aligned segments: client new 1.0000 rtx 1.0000 (2856 retransmitted \
-             octets, 1428 reported received twice)\n"
+             octets, 1428 reported received twice; longest gap between polls: client \
+             4200 us)\n"
         ),
         "{t}"
     );
     r.alignment.as_mut().unwrap().client.dsack_octets = 0;
+    r.alignment.as_mut().unwrap().server = Some(Segments {
+        new_whole_ratio: 1.0,
+        rtx_whole_ratio: 1.0,
+        longest_poll_gap_us: 310,
+        ..Segments::default()
+    });
     let t = to_text(&r);
-    assert!(t.contains("(2856 retransmitted octets)\n"), "{t}");
+    assert!(
+        t.contains(
+            "(2856 retransmitted octets; longest gap between polls: client 4200 us, server \
+             310 us), server new 1.0000\n"
+        ),
+        "{t}"
+    );
+    // Without retransmissions the gaps explain nothing: not on the line (in the JSON).
+    r.alignment.as_mut().unwrap().client.retransmitted_octets = 0;
+    let t = to_text(&r);
+    assert!(t.contains("(0 retransmitted octets), server new"), "{t}");
 }
 
 #[test]

@@ -568,3 +568,27 @@ fn post_lists_stop_at_the_queue_depth() {
     assert_eq!(qp.post_send_list(&sends), Ok(3));
     assert_eq!(qp.post_send_list(&sends[3..]), Err(PostError::QueueFull));
 }
+
+/// A core reports the longest time between two of its polls (what explains a
+/// retransmission on a lossless link: a core thread that was not running), and a device of
+/// several cores the longest of theirs.
+#[test]
+fn the_longest_gap_between_polls_is_reported() {
+    let wire = WireConfig::default();
+    let mut pair = embedded::pair(wire.clone(), wire, embedded::tcp_config(1500)).unwrap();
+    for _ in 0..100 {
+        pair.core_a.poll();
+        pair.core_b.poll();
+    }
+    let quick = pair.core_a.alignment().longest_poll_gap_us;
+    assert!(quick < 20_000, "{quick} us between back-to-back polls");
+    std::thread::sleep(Duration::from_millis(30));
+    pair.core_a.poll();
+    let a = pair.core_a.alignment();
+    assert!(a.longest_poll_gap_us >= 30_000, "{a:?}");
+    // B was not polled since: its figure stays until it is.
+    assert!(pair.core_b.alignment().longest_poll_gap_us < 20_000);
+    let mut both = pair.core_b.alignment();
+    both.merge(&a);
+    assert_eq!(both.longest_poll_gap_us, a.longest_poll_gap_us);
+}

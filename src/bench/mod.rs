@@ -554,6 +554,7 @@ fn segments(a: &AlignmentStats) -> Segments {
         lost_retransmissions: a.lost_retransmissions,
         tso_frames: a.tso_frames,
         tso_segments: a.tso_segments,
+        longest_poll_gap_us: a.longest_poll_gap_us,
     }
 }
 

@@ -202,6 +202,13 @@ pub struct AlignmentStats {
     pub tso_frames: u64,
     /// Segments those frames were cut into.
     pub tso_segments: u64,
+    /// The longest time between the starts of two consecutive polls of the core over its
+    /// life, microseconds: for so long it took no frame, sent no ACK and ran no timer. A
+    /// thread the operating system or the hypervisor took the CPU from shows here, and so
+    /// does a consumer that drives the core on its own thread and did something long in
+    /// between; a gap above the peer's RTO explains a retransmission on a lossless link.
+    /// The largest of the cores when merged.
+    pub longest_poll_gap_us: u64,
 }
 
 impl AlignmentStats {
@@ -221,6 +228,7 @@ impl AlignmentStats {
         self.lost_retransmissions += o.lost_retransmissions;
         self.tso_frames += o.tso_frames;
         self.tso_segments += o.tso_segments;
+        self.longest_poll_gap_us = self.longest_poll_gap_us.max(o.longest_poll_gap_us);
     }
 
     fn add(&mut self, s: &tcp::Stats) {
@@ -403,6 +411,10 @@ pub struct Core {
     idle_yield: u32,
     /// Consecutive polls that found nothing to do.
     idle_polls: u32,
+    /// When the last poll started (µs of the core's clock; 0 before the first).
+    last_poll_us: u64,
+    /// The longest time between the starts of two polls ([`AlignmentStats`]).
+    longest_poll_gap_us: u64,
     alignment_closed: AlignmentStats,
     /// `IWARP_DEBUG` set: print each QP that leaves RTS, with its Terminates, to stderr.
     trace_qp_errors: bool,
@@ -475,6 +487,8 @@ impl Core {
             startups: 0,
             idle_yield: 0,
             idle_polls: 0,
+            last_poll_us: 0,
+            longest_poll_gap_us: 0,
             alignment_closed: AlignmentStats::default(),
             trace_qp_errors: std::env::var_os("IWARP_DEBUG").is_some(),
             steer: None,
@@ -565,6 +579,7 @@ impl Core {
         let p = self.port.stats();
         a.tso_frames = p.tx_tso_frames;
         a.tso_segments = p.tx_tso_segments;
+        a.longest_poll_gap_us = self.longest_poll_gap_us;
         a
     }
 
@@ -581,6 +596,12 @@ impl Core {
     pub fn poll(&mut self) -> usize {
         self.stats.polls += 1;
         let now = self.now();
+        let now_us = micros(now);
+        if self.last_poll_us != 0 {
+            let gap = now_us.saturating_sub(self.last_poll_us);
+            self.longest_poll_gap_us = self.longest_poll_gap_us.max(gap);
+        }
+        self.last_poll_us = now_us;
         let mut work = if self.outbox.is_empty() {
             0
         } else {
