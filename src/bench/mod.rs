@@ -27,8 +27,10 @@
 //! * `send-bw`: the client keeps Sends in flight within the credits the server grants
 //!   (iWARP has no receiver-not-ready retry: a Send without a posted receive is a
 //!   Terminate, RFC 5041 7.2, so the server returns credits with small Sends as it reposts
-//!   receives). `--verify`: the server checks every octet of every message before it
-//!   reposts its receive.
+//!   receives). The server keeps perftest's 512 receives posted (`ib_send_bw`'s rx depth),
+//!   or the tx depth's if more, and the client has a credit for each. `--verify`: the
+//!   server checks every octet of every message before it reposts its receive, and keeps
+//!   the tx depth's receives (each its own slot of the data region).
 //! * `write-lat`, `send-lat`: ping-pong; each side answers the other's message with its
 //!   own; one-way latency is half the round trip (perftest's convention). Writes are
 //!   detected by polling the last octet of the target buffer, which RDMA Write makes

@@ -78,13 +78,39 @@ fn max_size(h: &Hello) -> usize {
     h.sizes.iter().copied().max().unwrap_or(1).max(1)
 }
 
-/// The receives a send test keeps posted: one per message in flight (the client's
-/// credits), and one more for the zero-length control Sends (the first message, each
-/// size's *done*). The client sends *done* once its data Sends have completed, which can
-/// be before this server has taken their receives and posted them again: without the
-/// spare, *done* could find no receive (RFC 5040 7.2: a TERM, "no buffer").
+/// The receives a send-bw server keeps posted without `--verify`, as perftest's
+/// `ib_send_bw` does (its `DEF_RX_SEND`), when the tx depth is smaller.
+pub const SEND_RX_DEPTH: usize = 512;
+
+/// The receives a send test keeps posted: one per credit the client has (each a Send it
+/// may have in flight to us), and one more for the zero-length control Sends (the first
+/// message, each size's *done*). The client sends *done* once its data Sends have
+/// completed, which can be before this server has taken their receives and posted them
+/// again: without the spare, *done* could find no receive (RFC 5040 7.2: a TERM, "no
+/// buffer").
+///
+/// The credits: the tx depth with `--verify` (a slot of the data region per receive, which
+/// the budget counts), else at least [`SEND_RX_DEPTH`] (all receives share one slot). More
+/// credits than Sends in flight keep the client posting while grants are on their way
+/// back: with the tx depth alone, 8-octet send-bw spent most client rounds waiting for
+/// credit.
 fn send_recvs(h: &Hello) -> usize {
-    h.tx_depth + 1
+    if h.verify {
+        h.tx_depth + 1
+    } else {
+        h.tx_depth.max(SEND_RX_DEPTH) + 1
+    }
+}
+
+/// The receive queue of a session's QP: its receives (a send test's, or the control
+/// receives) and room to spare.
+fn session_rq(h: &Hello) -> usize {
+    let recvs = if h.test.is_send() {
+        send_recvs(h)
+    } else {
+        h.tx_depth
+    };
+    recvs + CTL_RECVS as usize + 16
 }
 
 /// The octets of a session's data region: a slot per message in flight for write-bw, and
@@ -117,7 +143,7 @@ pub fn session_memory(h: &Hello) -> u64 {
     let data = data_len(h) as u64;
     let src = source_len(h) as u64;
     // The session's work queues and CQ (the rings are allocated whole).
-    let (sq, rq) = (depth.max(64) + 16, depth + CTL_RECVS + 16);
+    let (sq, rq) = (depth.max(64) + 16, session_rq(h) as u64);
     let rings = sq * std::mem::size_of::<control::verbs::SendWr>() as u64
         + rq * std::mem::size_of::<RecvWr>() as u64
         + ((sq + rq) * 2 + 64) * std::mem::size_of::<control::verbs::Completion>() as u64;
@@ -147,6 +173,38 @@ mod tests {
             if let Err(e) = crate::bench::run_embedded(&o) {
                 panic!("run {run}: {e}");
             }
+        }
+    }
+
+    /// Without `--verify` a send-bw server keeps perftest's 512 receives posted (at least
+    /// the tx depth and a spare) and grants the client a credit for each beyond its tx
+    /// depth before the first size: the client runs that far ahead of the reposts, and
+    /// every Send still finds a receive (one that did not would end the run in a TERM).
+    #[test]
+    fn send_bw_credits_beyond_the_tx_depth_each_have_a_receive() {
+        let hello = |tx_depth, verify| Hello {
+            test: Test::SendBw,
+            sizes: vec![8],
+            length: crate::bench::Length::Iterations(1),
+            tx_depth,
+            verify,
+            client_sink: None,
+        };
+        assert_eq!(send_recvs(&hello(8, false)), SEND_RX_DEPTH + 1);
+        assert_eq!(send_recvs(&hello(1000, false)), 1001);
+        assert_eq!(send_recvs(&hello(8, true)), 9);
+        assert!(session_rq(&hello(8, false)) > SEND_RX_DEPTH + CTL_RECVS as usize);
+        for run in 0..4 {
+            let o = crate::bench::BenchOptions {
+                test: Test::SendBw,
+                sizes: vec![8, 64],
+                length: crate::bench::Length::Iterations(20_000),
+                tx_depth: 4,
+                progress: false,
+                ..crate::bench::BenchOptions::default()
+            };
+            let out = crate::bench::run_embedded(&o).unwrap_or_else(|e| panic!("run {run}: {e}"));
+            assert_eq!(out.report.samples.len(), 2);
         }
     }
 
@@ -528,7 +586,7 @@ impl Session {
         memory: u64,
     ) -> Result<Session, (ConnRequest, String)> {
         let depth = hello.tx_depth;
-        let mut ep = Endpoint::new(dev, depth.max(64) + 16, depth + CTL_RECVS as usize + 16);
+        let mut ep = Endpoint::new(dev, depth.max(64) + 16, session_rq(&hello));
         ep.stall = STALL;
         let data_len = data_len(&hello);
         let reg = |len: usize, a: Access| {
@@ -664,11 +722,15 @@ impl Session {
         Ok(())
     }
 
-    /// Grants the client the slots checked since the last grant, once there are a
-    /// quarter of the depth of them: the client, which started with the full depth, is
-    /// then never short of a free slot for long.
+    /// Grants the client the slots checked (or receives posted again) since the last
+    /// grant, once there are a quarter of its credits of them: the client, which started
+    /// with all of them, is then never short of one for long.
     fn grant(&mut self, force: bool) -> Result<(), BenchError> {
-        let batch = (self.hello.tx_depth as u64 / 4).max(1);
+        let credits = match self.hello.test {
+            Test::SendBw => send_recvs(&self.hello) - 1,
+            _ => self.hello.tx_depth,
+        };
+        let batch = (credits as u64 / 4).max(1);
         if self.ungranted == 0 || (!force && self.ungranted < batch) {
             return Ok(());
         }
@@ -699,6 +761,12 @@ impl Session {
             }
             Test::WriteLat => {
                 let _ = self.data.write(size - 1, &[0]);
+            }
+            // send-bw: the credits beyond the tx depth the client starts with, before the
+            // first *ready*.
+            Test::SendBw if self.size_idx == 0 => {
+                self.ungranted += (send_recvs(&self.hello) - 1 - self.hello.tx_depth) as u64;
+                self.grant(true)?;
             }
             _ => {}
         }
