@@ -244,6 +244,12 @@ pub fn render(s: &Snapshot, port: &str) -> String {
         "Events held back by a full control channel.",
         k.events_deferred,
     );
+    metric(
+        "core_recovery_bursts_total",
+        c,
+        "Receive bursts taken small while a connection recovered from loss.",
+        k.recovery_bursts,
+    );
     let n = &s.net;
     metric(
         "net_arp_requests_sent_total",

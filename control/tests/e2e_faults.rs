@@ -36,6 +36,8 @@ struct Outcome {
     ports: [dataplane::port::PortStats; 2],
     /// Read Response FPDUs A placed before the gap ahead of them filled.
     placed_early: u64,
+    /// Receive bursts both cores took small while recovering from loss.
+    recovery_bursts: u64,
 }
 
 fn run(name: &str, wire: WireConfig, markers: bool) -> Outcome {
@@ -316,6 +318,8 @@ fn run(name: &str, wire: WireConfig, markers: bool) -> Outcome {
         rtx_segments: al.rtx_whole + al.rtx_split,
         ports: [env.pair.core_a.port_stats(), env.pair.core_b.port_stats()],
         placed_early: env.pair.core_a.stats().fpdus_placed_early,
+        recovery_bursts: env.pair.core_a.stats().recovery_bursts
+            + env.pair.core_b.stats().recovery_bursts,
     };
     println!(
         "{name}: {} MiB in {} messages (+{} reads) in {:.2} s ({:.0} MiB/s); \
@@ -355,6 +359,20 @@ macro_rules! fault_test {
             }
             if !$markers {
                 assert_eq!(o.placed_early, 0);
+            }
+            // Loss and reordering put a connection into recovery, and its core then takes
+            // small receive bursts (the ACK clock of a small window); a clean wire never.
+            let f = &$wire.faults;
+            if f.loss > 0.0 || f.reorder > 0.0 {
+                assert!(o.recovery_bursts > 0, "no receive burst taken small");
+            }
+            if f.loss == 0.0
+                && f.reorder == 0.0
+                && f.duplicate == 0.0
+                && f.resegment == 0.0
+                && f.corrupt == 0.0
+            {
+                assert_eq!(o.recovery_bursts, 0, "small bursts on a clean wire");
             }
             // With emulated checksum offload the devices did the checksums: every TCP
             // frame was queued with the offload, and corruption was caught by a device.

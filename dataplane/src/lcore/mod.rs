@@ -65,6 +65,19 @@ use timers::Timers;
 /// Frames taken per receive burst.
 pub const RX_BURST: usize = 64;
 
+/// Frames taken per receive burst while a connection of the core recovers from loss
+/// ([`RECOVERY_BURST_HOLD_US`]). The ACKs of a burst go out after it, and so do the
+/// segments its ACKs release: with the small window of a recovery, a burst of 64 held
+/// the whole window at one end while the other waited. Bursts of 4 keep the ACK clock
+/// running (1 % loss with markers: 36 to 60 % of the lossless figure in the same run);
+/// bursts of 2 cost more in polls than they gain.
+pub const RX_BURST_RECOVERY: usize = 4;
+
+/// How long after a connection was last seen recovering from loss (fast recovery, or
+/// out-of-order data held: `tcp::Connection::recovering_from_loss`) its core keeps the
+/// recovery burst: its window grows back over many round trips after the hole fills.
+pub const RECOVERY_BURST_HOLD_US: u64 = 1_000;
+
 /// Events the core keeps for a control thread that is behind, in channels' worth
 /// ([`Limits::control_queue`]), before it refuses new connections.
 pub const OUTBOX_FACTOR: usize = 4;
@@ -148,6 +161,9 @@ counters! {
         /// Frames that could not be handed over: the owner's inbox was full (dropped; TCP
         /// retransmits them).
         pub handoff_dropped: u64,
+        /// Receive bursts taken at [`RX_BURST_RECOVERY`] frames, a connection of the core
+        /// having recovered from loss within [`RECOVERY_BURST_HOLD_US`].
+        pub recovery_bursts: u64,
     }
 }
 
@@ -411,6 +427,8 @@ pub struct Core {
     idle_yield: u32,
     /// Consecutive polls that found nothing to do.
     idle_polls: u32,
+    /// Until when (µs) receive bursts are [`RX_BURST_RECOVERY`] frames.
+    recovery_bursts_until: u64,
     /// When the last poll started (µs of the core's clock; 0 before the first).
     last_poll_us: u64,
     /// The longest time between the starts of two polls ([`AlignmentStats`]).
@@ -487,6 +505,7 @@ impl Core {
             startups: 0,
             idle_yield: 0,
             idle_polls: 0,
+            recovery_bursts_until: 0,
             last_poll_us: 0,
             longest_poll_gap_us: 0,
             alignment_closed: AlignmentStats::default(),
@@ -992,6 +1011,12 @@ impl Core {
             self.net.transmit_replies(&mut *self.port);
             return 0;
         }
+        let burst = if micros(now) < self.recovery_bursts_until {
+            self.stats.recovery_bursts += 1;
+            RX_BURST_RECOVERY
+        } else {
+            RX_BURST
+        };
         // New connections this burst may take.
         let capacity = if self.outbox.is_empty() {
             self.cfg
@@ -1206,11 +1231,11 @@ impl Core {
                 }
             }
         };
-        let mut n = port.rx_burst_checked(RX_BURST, &mut |frame, verdict| {
+        let mut n = port.rx_burst_checked(burst, &mut |frame, verdict| {
             on_frame(frame, verdict, false, false)
         });
         if let Some(s) = steer {
-            for _ in 0..RX_BURST {
+            for _ in 0..burst {
                 let Some(h) = s.take() else {
                     break;
                 };
@@ -1429,6 +1454,9 @@ impl Core {
         // A frame gathered for segmentation offload goes now, before any other
         // connection's segments.
         net.flush_tso(tx_port);
+        if c.tcp.recovering_from_loss() {
+            self.recovery_bursts_until = now_us.saturating_add(RECOVERY_BURST_HOLD_US);
+        }
         let poll_at = if sent < room {
             // Everything ready went: only the timers are left.
             c.tcp.next_timer()

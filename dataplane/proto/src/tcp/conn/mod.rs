@@ -464,6 +464,13 @@ impl Connection {
         self.rcv_adv.saturating_sub(self.rcv_nxt)
     }
 
+    /// Recovering from loss: in fast recovery (RFC 6582, RFC 6675), or holding
+    /// out-of-order data until a retransmission fills the hole. The congestion window is
+    /// small then, and the ACK clock is what paces the sender.
+    pub fn recovering_from_loss(&self) -> bool {
+        self.in_recovery || self.recv.ooo_bytes() > 0
+    }
+
     /// cwnd in octets (RFC 5681).
     pub fn cwnd(&self) -> u64 {
         self.win.cwnd
