@@ -65,12 +65,12 @@ use timers::Timers;
 /// Frames taken per receive burst.
 pub const RX_BURST: usize = 64;
 
-/// Frames taken per receive burst while a connection of the core recovers from loss
-/// ([`RECOVERY_BURST_HOLD_US`]). The ACKs of a burst go out after it, and so do the
-/// segments its ACKs release: with the small window of a recovery, a burst of 64 held
-/// the whole window at one end while the other waited. Bursts of 4 keep the ACK clock
-/// running (1 % loss with markers: 36 to 60 % of the lossless figure in the same run);
-/// bursts of 2 cost more in polls than they gain.
+/// Frames per step of a poll's receive while a connection of the core recovers from loss
+/// ([`RECOVERY_BURST_HOLD_US`]): still up to [`RX_BURST`] frames a poll, but the
+/// connections each step reached transmit (and the port flushes) before the next step.
+/// The ACKs of a burst otherwise go out after it, and so do the segments its ACKs
+/// release: with the small window of a recovery, a burst of 64 held the whole window at
+/// one end while the other waited.
 pub const RX_BURST_RECOVERY: usize = 4;
 
 /// How long after a connection was last seen recovering from loss (fast recovery, or
@@ -161,8 +161,9 @@ counters! {
         /// Frames that could not be handed over: the owner's inbox was full (dropped; TCP
         /// retransmits them).
         pub handoff_dropped: u64,
-        /// Receive bursts taken at [`RX_BURST_RECOVERY`] frames, a connection of the core
-        /// having recovered from loss within [`RECOVERY_BURST_HOLD_US`].
+        /// Receive steps of [`RX_BURST_RECOVERY`] frames that took frames, each followed
+        /// by transmissions, a connection of the core having recovered from loss within
+        /// [`RECOVERY_BURST_HOLD_US`].
         pub recovery_bursts: u64,
     }
 }
@@ -429,8 +430,8 @@ pub struct Core {
     idle_polls: u32,
     /// Until when (µs) receive bursts are [`RX_BURST_RECOVERY`] frames.
     recovery_bursts_until: u64,
-    /// When the last poll started (µs of the core's clock; 0 before the first).
-    last_poll_us: u64,
+    /// When the last poll started (µs of the core's clock).
+    last_poll_us: Option<u64>,
     /// The longest time between the starts of two polls ([`AlignmentStats`]).
     longest_poll_gap_us: u64,
     alignment_closed: AlignmentStats,
@@ -506,7 +507,7 @@ impl Core {
             idle_yield: 0,
             idle_polls: 0,
             recovery_bursts_until: 0,
-            last_poll_us: 0,
+            last_poll_us: None,
             longest_poll_gap_us: 0,
             alignment_closed: AlignmentStats::default(),
             trace_qp_errors: std::env::var_os("IWARP_DEBUG").is_some(),
@@ -616,11 +617,11 @@ impl Core {
         self.stats.polls += 1;
         let now = self.now();
         let now_us = micros(now);
-        if self.last_poll_us != 0 {
-            let gap = now_us.saturating_sub(self.last_poll_us);
+        if let Some(last) = self.last_poll_us {
+            let gap = now_us.saturating_sub(last);
             self.longest_poll_gap_us = self.longest_poll_gap_us.max(gap);
         }
-        self.last_poll_us = now_us;
+        self.last_poll_us = Some(now_us);
         let mut work = if self.outbox.is_empty() {
             0
         } else {
@@ -636,22 +637,15 @@ impl Core {
                 work += 1;
             }
         }
-        work += self.receive(now);
+        work += if micros(now) < self.recovery_bursts_until {
+            self.receive_in_steps(now)
+        } else {
+            self.receive(now, RX_BURST)
+        };
         work += self.take_doorbells();
         work += self.expire_timers(now);
         self.expire_time_wait(now);
-        // The active connections; servicing may queue some again (for the next poll).
-        if !self.active.is_empty() {
-            let mut list =
-                std::mem::replace(&mut self.active, std::mem::take(&mut self.active_spare));
-            for t in list.drain(..) {
-                if let Some(c) = self.table.get_mut(t) {
-                    c.queued = false;
-                    work += self.service(now, t);
-                }
-            }
-            self.active_spare = list;
-        }
+        work += self.service_active(now);
         self.net.flush_tso(&mut *self.port);
         self.port.flush();
         if work == 0 && self.idle_yield > 0 {
@@ -673,6 +667,46 @@ impl Core {
     pub fn set_idle_yield(&mut self, polls: u32) {
         self.idle_yield = polls;
         self.idle_polls = 0;
+    }
+
+    /// Services the active connections; servicing may queue some again (for the next
+    /// poll).
+    fn service_active(&mut self, now: Instant) -> usize {
+        let mut work = 0;
+        if !self.active.is_empty() {
+            let mut list =
+                std::mem::replace(&mut self.active, std::mem::take(&mut self.active_spare));
+            for t in list.drain(..) {
+                if let Some(c) = self.table.get_mut(t) {
+                    c.queued = false;
+                    work += self.service(now, t);
+                }
+            }
+            self.active_spare = list;
+        }
+        work
+    }
+
+    /// While a connection of this core recovers from loss: up to [`RX_BURST`] frames in
+    /// bursts of [`RX_BURST_RECOVERY`], each followed by the transmissions of the
+    /// connections it reached (their ACKs, and the segments those release), flushed.
+    fn receive_in_steps(&mut self, now: Instant) -> usize {
+        let mut taken = 0;
+        while taken < RX_BURST {
+            let n = self.receive(now, RX_BURST_RECOVERY);
+            if n == 0 {
+                break;
+            }
+            taken += n;
+            self.stats.recovery_bursts += 1;
+            self.service_active(now);
+            self.net.flush_tso(&mut *self.port);
+            self.port.flush();
+            if n < RX_BURST_RECOVERY {
+                break;
+            }
+        }
+        taken
     }
 
     fn activate(&mut self, t: Token) {
@@ -1005,18 +1039,14 @@ impl Core {
         self.tw_order.push_back((tw.tuple, tw.deadline));
     }
 
-    fn receive(&mut self, now: Instant) -> usize {
+    /// One burst: at most `burst` frames from the port, and what other cores handed over
+    /// (at most [`RX_BURST`]).
+    fn receive(&mut self, now: Instant, burst: usize) -> usize {
         if self.steer.is_none() && self.port.rx_idle() {
             // Nothing waiting: only what earlier bursts left to send.
             self.net.transmit_replies(&mut *self.port);
             return 0;
         }
-        let burst = if micros(now) < self.recovery_bursts_until {
-            self.stats.recovery_bursts += 1;
-            RX_BURST_RECOVERY
-        } else {
-            RX_BURST
-        };
         // New connections this burst may take.
         let capacity = if self.outbox.is_empty() {
             self.cfg
@@ -1235,7 +1265,7 @@ impl Core {
             on_frame(frame, verdict, false, false)
         });
         if let Some(s) = steer {
-            for _ in 0..burst {
+            for _ in 0..RX_BURST {
                 let Some(h) = s.take() else {
                     break;
                 };
