@@ -1003,15 +1003,21 @@ pub fn to_text(report: &Report) -> String {
             // duplicates the link made).
             let _ = write!(out, ", {} reported received twice", c.dsack_octets);
         }
-        if c.retransmitted_octets > 0 {
-            // What may explain them on a lossless link: a core that was not running.
+        // What may explain retransmissions (either end's) on a lossless link: a core that
+        // was not running. (0: a report from before the gaps were measured.)
+        let server_gap = a.server.as_ref().map_or(0, |s| s.longest_poll_gap_us);
+        let retransmitted = c.retransmitted_octets > 0
+            || a.server
+                .as_ref()
+                .is_some_and(|s| s.retransmitted_octets > 0);
+        if retransmitted && (c.longest_poll_gap_us > 0 || server_gap > 0) {
             let _ = write!(
                 out,
                 "; longest gap between polls: client {} us",
                 c.longest_poll_gap_us
             );
-            if let Some(s) = &a.server {
-                let _ = write!(out, ", server {} us", s.longest_poll_gap_us);
+            if a.server.is_some() {
+                let _ = write!(out, ", server {server_gap} us");
             }
         }
         out.push(')');

@@ -254,7 +254,8 @@ fn completion_moderation() {
 }
 
 /// Without -Q, a bandwidth test moderates its completions as perftest does: every 100th
-/// request (at most the tx depth), but every request of one size above 8192 octets.
+/// request (at most the tx depth), but every request of one size above 8192 octets, and
+/// once per post list with -l.
 #[test]
 fn completion_moderation_defaults_as_perftest() {
     for (args, q, cqes) in [
@@ -266,6 +267,17 @@ fn completion_moderation_defaults_as_perftest() {
             Some(25),
         ),
         (&["write-bw", "-s", "8193", "-n", "100"][..], 1, Some(100)),
+        // A post list is signaled at its last request, whatever the size.
+        (
+            &["write-bw", "-s", "8", "-n", "1000", "-l", "10"][..],
+            10,
+            Some(100),
+        ),
+        (
+            &["write-bw", "-s", "65536", "-n", "100", "-l", "4"][..],
+            4,
+            Some(25),
+        ),
         (&["read-bw", "-s", "65536", "-n", "100"][..], 1, Some(100)),
         // A sweep keeps one figure for all its sizes (perftest's -a).
         (&["write-bw", "-a", "-n", "2"][..], 100, None),

@@ -225,10 +225,35 @@ fn segment_line_tells_needless_retransmissions() {
         ),
         "{t}"
     );
+    // The server's retransmissions (read-bw's data) show the gaps too.
+    let al = r.alignment.as_mut().unwrap();
+    al.client.retransmitted_octets = 0;
+    al.server.as_mut().unwrap().retransmitted_octets = 1448;
+    let t = to_text(&r);
+    assert!(
+        t.contains(
+            "(0 retransmitted octets; longest gap between polls: client 4200 us, server 310 \
+             us), server new"
+        ),
+        "{t}"
+    );
     // Without retransmissions the gaps explain nothing: not on the line (in the JSON).
-    r.alignment.as_mut().unwrap().client.retransmitted_octets = 0;
+    r.alignment
+        .as_mut()
+        .unwrap()
+        .server
+        .as_mut()
+        .unwrap()
+        .retransmitted_octets = 0;
     let t = to_text(&r);
     assert!(t.contains("(0 retransmitted octets), server new"), "{t}");
+    // Nor from a report written before they were measured (0).
+    let al = r.alignment.as_mut().unwrap();
+    al.client.retransmitted_octets = 2856;
+    al.client.longest_poll_gap_us = 0;
+    al.server.as_mut().unwrap().longest_poll_gap_us = 0;
+    let t = to_text(&r);
+    assert!(t.contains("(2856 retransmitted octets), server new"), "{t}");
 }
 
 #[test]

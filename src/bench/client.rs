@@ -291,9 +291,11 @@ fn main(
         // zero-length Send, which the server has a receive posted for.
         c.control_send(empty(), "sending the first message")?;
     }
-    // send-bw: the server posted one receive per message in flight for the whole run.
+    // send-bw: the server posted a receive per message in flight for the whole run, and
+    // grants the ones beyond them (a grant the first message's wait may have taken
+    // already: added to, not overwritten).
     if o.test == Test::SendBw {
-        c.credits = o.tx_depth as u64;
+        c.credits += o.tx_depth as u64;
     }
     let ord = usize::from(info.ord).max(1).min(read_depth(o, asked_ord));
     let done_mr = reg(&c.ep, session::DONE_LEN, Access::LOCAL_WRITE)?;
@@ -634,7 +636,12 @@ fn bw(
     }
     // The peak's search takes milliseconds over millions of messages: the core this
     // thread drives keeps running meanwhile (its connections' ACKs and timers).
-    let mut sample = meter.sample_with(|| c.ep.poll_core());
+    let drives_core = c.ep.core().is_some();
+    let mut sample = meter.sample_with(|| {
+        if drives_core {
+            c.ep.poll_core();
+        }
+    });
     sample.min_interval_mib_s = min_interval;
     sample.completions = Some(cqes);
     Ok((Sample::Bw(sample), posted))

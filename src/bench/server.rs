@@ -90,12 +90,13 @@ pub const SEND_RX_DEPTH: usize = 512;
 /// buffer").
 ///
 /// The credits: the tx depth with `--verify` (a slot of the data region per receive, which
-/// the budget counts), else at least [`SEND_RX_DEPTH`] (all receives share one slot). More
+/// the budget counts) and for send-lat, else at least [`SEND_RX_DEPTH`] (all receives
+/// share one slot). More
 /// credits than Sends in flight keep the client posting while grants are on their way
 /// back: with the tx depth alone, 8-octet send-bw spent most client rounds waiting for
 /// credit.
 fn send_recvs(h: &Hello) -> usize {
-    if h.verify {
+    if h.verify || h.test != Test::SendBw {
         h.tx_depth + 1
     } else {
         h.tx_depth.max(SEND_RX_DEPTH) + 1

@@ -114,8 +114,8 @@ pub struct BenchArgs {
     pub post_list: usize,
     /// Bandwidth tests: signal only every N-th work request; its completion covers the
     /// ones before it (perftest's -Q/--cq-mod). At most the tx depth; a read-bw run takes
-    /// at most its ORD. 1 signals every request. Default as perftest's: 100 (at most the
-    /// tx depth), but 1 for one size above 8192 octets.
+    /// at most its ORD. 1 signals every request. Default as perftest's: the post list with
+    /// -l, else 100 (at most the tx depth), but 1 for one size above 8192 octets.
     #[arg(short = 'Q', long = "cq-mod", value_name = "N")]
     pub cq_mod: Option<usize>,
     /// Bandwidth in Gb/sec (10^9 bits) instead of MiB/sec (perftest's --report_gbits).
@@ -312,13 +312,15 @@ pub const DEFAULT_CQ_MOD: usize = 100;
 pub const CQ_MOD_SIZE_LIMIT: usize = 8192;
 
 /// The completion moderation of a run: -Q as given, else perftest's rule. A latency test
-/// waits for each message (1); a bandwidth test of one size above [`CQ_MOD_SIZE_LIMIT`]
-/// signals every request (1); any other signals every [`DEFAULT_CQ_MOD`]-th, at most its
-/// tx depth. A sweep (-a) keeps the one figure for every size, as perftest's does.
+/// waits for each message (1); a post list (-l) is signaled once, at its last request;
+/// a bandwidth test of one size above [`CQ_MOD_SIZE_LIMIT`] signals every request (1);
+/// any other signals every [`DEFAULT_CQ_MOD`]-th, at most its tx depth. A sweep (-a)
+/// keeps the one figure for every size, as perftest's does.
 fn cq_mod(a: &BenchArgs) -> usize {
     match a.cq_mod {
         Some(q) => q,
         None if a.test.is_latency() => 1,
+        None if a.post_list > 1 => a.post_list,
         None if !a.all_sizes && a.size() > CQ_MOD_SIZE_LIMIT => 1,
         None => DEFAULT_CQ_MOD.min(a.tx_depth.max(1)),
     }
