@@ -367,6 +367,12 @@ pub fn render(s: &Snapshot, port: &str) -> String {
         "Retransmissions found lost in SACK recovery and sent again before the RTO.",
         t.lost_retransmissions,
     );
+    metric(
+        "core_longest_poll_gap_microseconds",
+        g,
+        "The longest time between two polls of the core (a thread that did not run).",
+        t.longest_poll_gap_us,
+    );
     let q = &s.gauges;
     metric(
         "connections",
@@ -545,6 +551,8 @@ mod tests {
         s.gauges.connections = 3;
         s.sessions.admitted = 2;
         s.net.held_sent = 5;
+        s.core.recovery_bursts = 9;
+        s.tcp.longest_poll_gap_us = 1234;
         m.publish(s);
         let r = scrape(addr, "GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n");
         assert!(r.starts_with("HTTP/1.1 200 OK\r\n"), "{r}");
@@ -566,6 +574,9 @@ mod tests {
         assert_eq!(samples["iwarp_connections"], 3);
         assert_eq!(samples["iwarp_sessions_admitted_total"], 2);
         assert_eq!(samples["iwarp_net_held_sent_total"], 5);
+        assert_eq!(samples["iwarp_core_recovery_bursts_total"], 9);
+        assert_eq!(samples["iwarp_core_longest_poll_gap_microseconds"], 1234);
+        assert!(body.contains("# TYPE iwarp_core_longest_poll_gap_microseconds gauge"));
         assert!(samples.len() > 40);
         let r = scrape(addr, "GET / HTTP/1.1\r\n\r\n");
         assert!(r.starts_with("HTTP/1.1 404"), "{r}");
