@@ -730,6 +730,39 @@ fn newreno_partial_acks_recover_two_losses() {
     assert_eq!(st.rtx_segments_whole, 2, "{st:?}");
 }
 
+/// `recovering_from_loss` (what makes a core take its receive in steps): the sender in
+/// fast recovery and the receiver holding the data beyond the hole both say so, and both
+/// stop once the hole is filled; a clean exchange never says so.
+#[test]
+fn recovering_from_loss_spans_the_hole_at_both_ends() {
+    let mut p = established(23);
+    let d = records(&mut p, Side::A, &[1448; 10]);
+    let mut seen = (false, false);
+    assert!(p.run_until(1_000_000, |p| {
+        seen.0 |= p.a().recovering_from_loss();
+        seen.1 |= p.b().recovering_from_loss();
+        p.rx_b.len() == d.len()
+    }));
+    assert_eq!(seen, (false, false), "a clean exchange");
+    let mut p = established(23);
+    drop_data_segments(&mut p, &[3]);
+    let d = records(&mut p, Side::A, &[1448; 10]);
+    let mut seen = (false, false);
+    assert!(p.run_until(1_000_000, |p| {
+        seen.0 |= p.a().recovering_from_loss();
+        seen.1 |= p.b().recovering_from_loss();
+        p.rx_b.len() == d.len()
+    }));
+    assert_eq!(p.rx_b, d);
+    assert_eq!(
+        seen,
+        (true, true),
+        "the sender in recovery, the receiver past a hole"
+    );
+    assert!(p.run_until(1_000_000, |p| !p.a().recovering_from_loss()));
+    assert!(!p.b().recovering_from_loss());
+}
+
 #[test]
 fn sack_recovery_repairs_one_loss() {
     let mut p = established(22);
