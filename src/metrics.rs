@@ -247,7 +247,7 @@ pub fn render(s: &Snapshot, port: &str) -> String {
     metric(
         "core_recovery_bursts_total",
         c,
-        "Receive bursts taken small while a connection recovered from loss.",
+        "Receive steps (of 4 frames, each followed by transmissions) while a connection recovered from loss.",
         k.recovery_bursts,
     );
     let n = &s.net;

@@ -1010,13 +1010,16 @@ pub fn to_text(report: &Report) -> String {
             || a.server
                 .as_ref()
                 .is_some_and(|s| s.retransmitted_octets > 0);
+        if let Some(s) = a.server.as_ref().filter(|s| s.retransmitted_octets > 0) {
+            let _ = write!(out, ", server {}", s.retransmitted_octets);
+        }
         if retransmitted && (c.longest_poll_gap_us > 0 || server_gap > 0) {
             let _ = write!(
                 out,
                 "; longest gap between polls: client {} us",
                 c.longest_poll_gap_us
             );
-            if a.server.is_some() {
+            if server_gap > 0 {
                 let _ = write!(out, ", server {server_gap} us");
             }
         }

@@ -232,8 +232,8 @@ fn segment_line_tells_needless_retransmissions() {
     let t = to_text(&r);
     assert!(
         t.contains(
-            "(0 retransmitted octets; longest gap between polls: client 4200 us, server 310 \
-             us), server new"
+            "(0 retransmitted octets, server 1448; longest gap between polls: client 4200 \
+             us, server 310 us), server new"
         ),
         "{t}"
     );

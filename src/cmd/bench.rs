@@ -312,7 +312,8 @@ pub const DEFAULT_CQ_MOD: usize = 100;
 pub const CQ_MOD_SIZE_LIMIT: usize = 8192;
 
 /// The completion moderation of a run: -Q as given, else perftest's rule. A latency test
-/// waits for each message (1); a post list (-l) is signaled once, at its last request;
+/// waits for each message (1); with a post list (-l N), every N-th request (its last
+/// when the lists line up with the tx depth and the credits);
 /// a bandwidth test of one size above [`CQ_MOD_SIZE_LIMIT`] signals every request (1);
 /// any other signals every [`DEFAULT_CQ_MOD`]-th, at most its tx depth. A sweep (-a)
 /// keeps the one figure for every size, as perftest's does.

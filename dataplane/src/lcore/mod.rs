@@ -430,6 +430,8 @@ pub struct Core {
     idle_polls: u32,
     /// Until when (µs) receive bursts are [`RX_BURST_RECOVERY`] frames.
     recovery_bursts_until: u64,
+    /// The active list's spare while [`Core::receive_in_steps`] sets the waiting aside.
+    step_spare: Vec<Token>,
     /// When the last poll started (µs of the core's clock).
     last_poll_us: Option<u64>,
     /// The longest time between the starts of two polls ([`AlignmentStats`]).
@@ -507,6 +509,7 @@ impl Core {
             idle_yield: 0,
             idle_polls: 0,
             recovery_bursts_until: 0,
+            step_spare: Vec::new(),
             last_poll_us: None,
             longest_poll_gap_us: 0,
             alignment_closed: AlignmentStats::default(),
@@ -640,7 +643,8 @@ impl Core {
         work += if micros(now) < self.recovery_bursts_until {
             self.receive_in_steps(now)
         } else {
-            self.receive(now, RX_BURST)
+            let (n, handed) = self.receive(now, RX_BURST, RX_BURST);
+            n + handed
         };
         work += self.take_doorbells();
         work += self.expire_timers(now);
@@ -687,25 +691,36 @@ impl Core {
         work
     }
 
-    /// While a connection of this core recovers from loss: up to [`RX_BURST`] frames in
-    /// bursts of [`RX_BURST_RECOVERY`], each followed by the transmissions of the
-    /// connections it reached (their ACKs, and the segments those release), flushed.
+    /// While a connection of this core recovers from loss: up to [`RX_BURST`] frames from
+    /// the port in steps of [`RX_BURST_RECOVERY`], each followed by the transmissions of
+    /// the connections the step reached (their ACKs, and the segments those release),
+    /// flushed. Frames other cores handed over go in the first step (at most
+    /// [`RX_BURST`], as in any poll). A connection queued before the steps, or that a step
+    /// left queued (waiting for transmit room, a held request, a full CQ), waits for the
+    /// poll's own service: it is serviced once a poll, as in any poll.
     fn receive_in_steps(&mut self, now: Instant) -> usize {
-        let mut taken = 0;
-        while taken < RX_BURST {
-            let n = self.receive(now, RX_BURST_RECOVERY);
-            if n == 0 {
+        let mut waiting = std::mem::replace(&mut self.active, std::mem::take(&mut self.step_spare));
+        let (mut from_port, mut taken) = (0, 0);
+        let mut handed_budget = RX_BURST;
+        while from_port < RX_BURST {
+            let (n, handed) = self.receive(now, RX_BURST_RECOVERY, handed_budget);
+            handed_budget = 0;
+            if n + handed == 0 {
                 break;
             }
-            taken += n;
+            from_port += n;
+            taken += n + handed;
             self.stats.recovery_bursts += 1;
             self.service_active(now);
+            waiting.append(&mut self.active);
             self.net.flush_tso(&mut *self.port);
             self.port.flush();
             if n < RX_BURST_RECOVERY {
                 break;
             }
         }
+        waiting.append(&mut self.active);
+        self.step_spare = std::mem::replace(&mut self.active, waiting);
         taken
     }
 
@@ -1039,13 +1054,13 @@ impl Core {
         self.tw_order.push_back((tw.tuple, tw.deadline));
     }
 
-    /// One burst: at most `burst` frames from the port, and what other cores handed over
-    /// (at most [`RX_BURST`]).
-    fn receive(&mut self, now: Instant, burst: usize) -> usize {
+    /// One burst: at most `burst` frames from the port and `handed` that other cores
+    /// handed over; how many of each it took.
+    fn receive(&mut self, now: Instant, burst: usize, handed: usize) -> (usize, usize) {
         if self.steer.is_none() && self.port.rx_idle() {
             // Nothing waiting: only what earlier bursts left to send.
             self.net.transmit_replies(&mut *self.port);
-            return 0;
+            return (0, 0);
         }
         // New connections this burst may take.
         let capacity = if self.outbox.is_empty() {
@@ -1261,15 +1276,16 @@ impl Core {
                 }
             }
         };
-        let mut n = port.rx_burst_checked(burst, &mut |frame, verdict| {
+        let n = port.rx_burst_checked(burst, &mut |frame, verdict| {
             on_frame(frame, verdict, false, false)
         });
+        let mut handed_n = 0;
         if let Some(s) = steer {
-            for _ in 0..RX_BURST {
+            for _ in 0..handed {
                 let Some(h) = s.take() else {
                     break;
                 };
-                n += 1;
+                handed_n += 1;
                 on_frame(&h.frame, h.verdict, true, h.arp_copy);
             }
         }
@@ -1297,7 +1313,7 @@ impl Core {
                 }
             }
         }
-        n
+        (n, handed_n)
     }
 
     /// Runs connection `t`: events, received data, QP work, timers, transmission; then
