@@ -37,7 +37,7 @@
 //! by duplication or resegmentation that do not fit are dropped and counted in
 //! [`WireStats::overflow`].
 
-use super::faults::{tcp_layout, FaultConfig, FaultInjector, FaultSink};
+use super::faults::{tcp_layout, FaultConfig, FaultInjector, FaultSink, FaultStats};
 use super::{ChecksumOffload, Port, PortStats, RxChecksum, TxPayload};
 use crate::rings::BurstRing;
 use crossbeam::utils::CachePadded;
@@ -324,18 +324,8 @@ pub struct WireStats {
     /// Frames handed to the receiver by [`Port::rx_burst`] (including duplicates and
     /// resegmented pieces, excluding frames the receiver dropped as too long).
     pub delivered: u64,
-    /// Frames lost.
-    pub lost: u64,
-    /// Extra copies made.
-    pub duplicated: u64,
-    /// Frames held back to be overtaken.
-    pub reordered: u64,
-    /// Frames split into several TCP segments.
-    pub resegmented: u64,
-    /// Frames with a bit flipped and checksums left alone.
-    pub corrupted: u64,
-    /// Frames with a payload bit flipped and the TCP checksum recomputed.
-    pub corrupted_undetected: u64,
+    /// What the wire's faults did to them.
+    pub faults: FaultStats,
     /// Extra frames (duplicates, resegmented pieces) dropped because the wire was full.
     pub overflow: u64,
 }
@@ -452,12 +442,14 @@ impl Direction {
         WireStats {
             sent: l(&self.tx.sent),
             delivered: l(&self.delivered),
-            lost: l(&self.tx.lost),
-            duplicated: l(&self.tx.duplicated),
-            reordered: l(&self.tx.reordered),
-            resegmented: l(&self.tx.resegmented),
-            corrupted: l(&self.tx.corrupted),
-            corrupted_undetected: l(&self.tx.corrupted_undetected),
+            faults: FaultStats {
+                lost: l(&self.tx.lost),
+                duplicated: l(&self.tx.duplicated),
+                reordered: l(&self.tx.reordered),
+                resegmented: l(&self.tx.resegmented),
+                corrupted: l(&self.tx.corrupted),
+                corrupted_undetected: l(&self.tx.corrupted_undetected),
+            },
             overflow: l(&self.tx.overflow),
         }
     }

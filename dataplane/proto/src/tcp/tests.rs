@@ -735,25 +735,25 @@ fn newreno_partial_acks_recover_two_losses() {
 /// stop once the hole is filled; a clean exchange never says so.
 #[test]
 fn recovering_from_loss_spans_the_hole_at_both_ends() {
-    let mut p = established(23);
-    let d = records(&mut p, Side::A, &[1448; 10]);
-    let mut seen = (false, false);
-    assert!(p.run_until(1_000_000, |p| {
-        seen.0 |= p.a().recovering_from_loss();
-        seen.1 |= p.b().recovering_from_loss();
-        p.rx_b.len() == d.len()
-    }));
-    assert_eq!(seen, (false, false), "a clean exchange");
-    let mut p = established(23);
-    drop_data_segments(&mut p, &[3]);
-    let d = records(&mut p, Side::A, &[1448; 10]);
-    let mut seen = (false, false);
-    assert!(p.run_until(1_000_000, |p| {
-        seen.0 |= p.a().recovering_from_loss();
-        seen.1 |= p.b().recovering_from_loss();
-        p.rx_b.len() == d.len()
-    }));
-    assert_eq!(p.rx_b, d);
+    // Sends ten segments (the third lost if `lose`) until B has them all; whether A and
+    // B each said they were recovering on the way.
+    let run = |lose: bool| {
+        let mut p = established(23);
+        if lose {
+            drop_data_segments(&mut p, &[3]);
+        }
+        let d = records(&mut p, Side::A, &[1448; 10]);
+        let mut seen = (false, false);
+        assert!(p.run_until(1_000_000, |p| {
+            seen.0 |= p.a().recovering_from_loss();
+            seen.1 |= p.b().recovering_from_loss();
+            p.rx_b.len() == d.len()
+        }));
+        assert_eq!(p.rx_b, d);
+        (p, seen)
+    };
+    assert_eq!(run(false).1, (false, false), "a clean exchange");
+    let (mut p, seen) = run(true);
     assert_eq!(
         seen,
         (true, true),

@@ -73,7 +73,7 @@ fn the_wrapper_injects_what_the_wire_injects() {
     let through_wrapper = drain(&mut pb);
     assert_eq!(on_wire, through_wrapper);
     let s = wrapped.fault_stats();
-    let w = a.wire_stats().outbound;
+    let w = a.wire_stats().outbound.faults;
     assert_eq!(
         (
             s.lost,

@@ -314,9 +314,9 @@ fn loss_and_duplicate_rates() {
     got.extend(drain(&mut b));
     let s = a.wire_stats().outbound;
     assert_eq!(s.sent, N);
-    assert_near("lost", s.lost, N, 0.1);
-    assert_near("duplicated", s.duplicated, N - s.lost, 0.05);
-    assert_eq!(s.delivered, N - s.lost + s.duplicated);
+    assert_near("lost", s.faults.lost, N, 0.1);
+    assert_near("duplicated", s.faults.duplicated, N - s.faults.lost, 0.05);
+    assert_eq!(s.delivered, N - s.faults.lost + s.faults.duplicated);
     assert_eq!(got.len() as u64, s.delivered);
     assert_eq!(s.overflow, 0);
     // Order is kept (duplicates follow their original).
@@ -378,7 +378,7 @@ fn reorder_lets_later_frames_overtake() {
     let got = receive_n(&mut b, N as usize);
     assert_eq!(got.len() as u64, N);
     let s = a.wire_stats().outbound;
-    assert_near("reordered", s.reordered, N, 0.1);
+    assert_near("reordered", s.faults.reordered, N, 0.1);
     let nums: Vec<u64> = got.iter().map(|f| number(f)).collect();
     let inversions = nums.windows(2).filter(|w| w[0] > w[1]).count();
     assert!(inversions > 0);
@@ -399,7 +399,7 @@ fn frames_held_back_do_not_count_toward_a_burst() {
         send(&mut a, &numbered(i));
     }
     a.flush();
-    let held = a.wire_stats().outbound.reordered;
+    let held = a.wire_stats().outbound.faults.reordered;
     assert!((50..150).contains(&held), "{held}");
     let mut got = Vec::new();
     let n = b.rx_burst(8, &mut |f: &[u8]| got.push(number(f)));
@@ -447,7 +447,7 @@ fn resegmentation_makes_valid_segments() {
         assert_eq!(joined, payload);
     }
     assert!(pieces_seen[2] > 0 && pieces_seen[3] > 0);
-    assert_eq!(a.wire_stats().outbound.resegmented, 200);
+    assert_eq!(a.wire_stats().outbound.faults.resegmented, 200);
 
     // Not TCP, a SYN, or one octet of payload: left whole.
     send(&mut a, &numbered(1));
@@ -474,7 +474,7 @@ fn corruption_is_caught_by_checksums() {
     for f in &got {
         assert!(ipv4_segment_from_bytes(&f[ETHERNET_HEADER_LEN..]).is_none());
     }
-    assert_eq!(a.wire_stats().outbound.corrupted, 500);
+    assert_eq!(a.wire_stats().outbound.faults.corrupted, 500);
 }
 
 #[test]
@@ -498,7 +498,7 @@ fn undetected_corruption_passes_checksums() {
             .sum();
         assert_eq!(flipped, 1);
     }
-    assert_eq!(a.wire_stats().outbound.corrupted_undetected, 300);
+    assert_eq!(a.wire_stats().outbound.faults.corrupted_undetected, 300);
 }
 
 #[test]
@@ -510,7 +510,7 @@ fn duplicates_that_do_not_fit_overflow() {
     assert!(send(&mut a, &numbered(1)));
     assert_eq!(a.tx_room(), 0);
     let s = a.wire_stats().outbound;
-    assert_eq!((s.duplicated, s.overflow), (1, 1));
+    assert_eq!((s.faults.duplicated, s.overflow), (1, 1));
     a.flush();
     let nums: Vec<u64> = drain(&mut b).iter().map(|f| number(f)).collect();
     assert_eq!(nums, vec![0, 0, 1]);
