@@ -448,6 +448,41 @@ impl RegionMemory {
         Ok(r)
     }
 
+    /// Appends `len` octets from region offset `offset` to `out` with markers between them
+    /// as `markers` places them ([`kernels::copy_marked_raw`]: `markers.wire_len(len)`
+    /// octets appended), in one pass that advances the CRC32c `crc` over every octet
+    /// appended and takes their sum if `sum` (else 0): returns the new CRC and the sum.
+    pub fn append_marked(
+        &self,
+        offset: usize,
+        len: usize,
+        out: &mut Vec<u8>,
+        markers: kernels::Markers,
+        crc: u32,
+        sum: bool,
+    ) -> Result<(u32, u64), AccessError> {
+        let _pass = self.enter(offset, len)?;
+        let wire = markers.wire_len(len);
+        out.reserve(wire);
+        let start = out.len();
+        // SAFETY: room for the `wire` octets of the marked copy past `start`, a source
+        // range of `len` octets inside the region, the two not overlapping; the kernel
+        // writes all `wire` octets before `set_len`.
+        let r = unsafe {
+            let r = kernels::copy_marked_raw(
+                out.as_mut_ptr().add(start),
+                self.at(offset),
+                len,
+                markers,
+                crc,
+                sum,
+            );
+            out.set_len(start + wire);
+            r
+        };
+        Ok(r)
+    }
+
     /// [`RegionMemory::append_crc32c_sum`] without the sum (for a port that fills TCP
     /// checksums itself): returns the new CRC.
     pub fn append_crc32c(
@@ -713,6 +748,19 @@ mod tests {
                             let mut plain = Vec::new();
                             prop_assert_eq!(m.append_crc32c(off, data.len(), &mut plain, 7), Ok(kernels::crc32c_append(7, want)));
                             prop_assert_eq!(&plain[..], want);
+                            // Marked, from the region: what the kernel makes of the slice.
+                            let markers = kernels::Markers { before: off % 509, fpduptr: off as u16 };
+                            let mut marked = vec![1u8];
+                            let r = m.append_marked(off, data.len(), &mut marked, markers, 7, off % 2 == 0);
+                            let mut direct = vec![1u8];
+                            let want_marked = kernels::append_marked(&mut direct, want, markers, 7, off % 2 == 0);
+                            prop_assert_eq!(r, Ok(want_marked));
+                            prop_assert_eq!(marked, direct);
+                        } else {
+                            let mut marked = Vec::new();
+                            let markers = kernels::Markers { before: 0, fpduptr: 0 };
+                            prop_assert_eq!(m.append_marked(off, data.len(), &mut marked, markers, 0, true), Err(AccessError::OutOfBounds));
+                            prop_assert!(marked.is_empty());
                         }
                         continue;
                     }

@@ -457,6 +457,196 @@ pub unsafe fn copy_crc32c_sum_raw(
     unsafe { Kernel::best().run::<true, true>(dst, src, len, crc) }
 }
 
+/// Octets from one marker's start to the next (RFC 5044 section 4.3: a marker at every
+/// 512th octet of the TCP stream).
+pub const MARKER_INTERVAL: usize = 512;
+/// Octets of a marker (its FPDUptr's 16 bits after 16 reserved zero bits).
+pub const MARKER_LEN: usize = 4;
+/// Source octets between two markers of a marked copy.
+const MARKED_RUN: usize = MARKER_INTERVAL - MARKER_LEN;
+
+/// Where the markers of a marked copy ([`append_marked`], [`copy_marked_raw`]) fall: the
+/// first after `before` source octets, then one before every next 508 octets of source,
+/// none after the last octet. Marker `i` (from 0) is `[0, 0, p >> 8, p & 0xff]` with
+/// `p = fpduptr + 512 · i` (wrapping): an MPA marker's FPDUptr, when every marker of the
+/// copy belongs to the same FPDU.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Markers {
+    /// Source octets before the first marker (0: the copy starts with a marker).
+    pub before: usize,
+    /// The first marker's FPDUptr.
+    pub fpduptr: u16,
+}
+
+impl Markers {
+    /// Octets a marked copy of `len` source octets writes: the source and its markers.
+    pub fn wire_len(self, len: usize) -> usize {
+        if len <= self.before {
+            len
+        } else {
+            len + MARKER_LEN * (len - self.before).div_ceil(MARKED_RUN)
+        }
+    }
+}
+
+impl Kernel {
+    /// [`copy_marked_raw`] with this kernel (or [`Kernel::Portable`] if the CPU lacks it).
+    /// Only [`Kernel::Vpclmul`] keeps its folds going across markers (a copy whose output
+    /// past its first `before % 128` octets is 128 or more); the others take each run
+    /// between markers as a call of their own.
+    ///
+    /// # Safety
+    ///
+    /// As [`copy_marked_raw`].
+    pub unsafe fn copy_marked_raw(
+        self,
+        dst: *mut u8,
+        src: *const u8,
+        len: usize,
+        markers: Markers,
+        crc: u32,
+        sum: bool,
+    ) -> (u32, u64) {
+        if sum {
+            // SAFETY: the caller's promise, passed on.
+            unsafe { self.run_marked::<true>(dst, src, len, markers, crc) }
+        } else {
+            // SAFETY: as above.
+            unsafe { self.run_marked::<false>(dst, src, len, markers, crc) }
+        }
+    }
+
+    /// [`append_marked`] with this kernel (or [`Kernel::Portable`] if the CPU lacks it).
+    pub fn append_marked(
+        self,
+        out: &mut Vec<u8>,
+        src: &[u8],
+        markers: Markers,
+        crc: u32,
+        sum: bool,
+    ) -> (u32, u64) {
+        let len = markers.wire_len(src.len());
+        out.reserve(len);
+        let start = out.len();
+        // SAFETY: `reserve` left room for `len` octets past `start`, the marked copy's
+        // length; `src` is borrowed shared while `out` is borrowed mutably, so the two do
+        // not overlap. The kernel writes all `len` octets before `set_len`.
+        unsafe {
+            let r = self.copy_marked_raw(
+                out.as_mut_ptr().add(start),
+                src.as_ptr(),
+                src.len(),
+                markers,
+                crc,
+                sum,
+            );
+            out.set_len(start + len);
+            r
+        }
+    }
+
+    /// The marked copy: through [`x86::vpclmul_marked`] in one pass when this is
+    /// [`Kernel::Vpclmul`] and the copy is long enough, else the source before the first
+    /// marker, then marker and run by marker and run, a kernel call each.
+    ///
+    /// # Safety
+    ///
+    /// As [`copy_marked_raw`].
+    unsafe fn run_marked<const SUM: bool>(
+        self,
+        dst: *mut u8,
+        src: *const u8,
+        len: usize,
+        markers: Markers,
+        crc: u32,
+    ) -> (u32, u64) {
+        // Adds the sum of a run written at output offset `at`.
+        let add = |total: u64, s: u64, at: usize| {
+            if SUM {
+                sum::reduce(total + sum_at(s, at))
+            } else {
+                0
+            }
+        };
+        #[cfg(target_arch = "x86_64")]
+        if self == Kernel::Vpclmul && features() & F_VPCLMUL != 0 && len <= MAX_CHUNK {
+            let wire = markers.wire_len(len);
+            if wire - markers.before.min(len) % 128 >= 128 {
+                // SAFETY: the CPU has the features; `len <= 2^30`; `wire` is the marked
+                // length, long enough; the ranges as the caller vouches.
+                return unsafe {
+                    x86::vpclmul_marked::<SUM>(
+                        dst,
+                        src,
+                        len,
+                        markers.before,
+                        wire,
+                        markers.fpduptr,
+                        crc,
+                    )
+                };
+            }
+        }
+        let head = markers.before.min(len);
+        // SAFETY: the first `head <= len` octets of both ranges.
+        let (mut crc, mut total) = unsafe { self.run::<true, SUM>(dst, src, head, crc) };
+        let (mut s, mut d, mut ptr) = (head, head, markers.fpduptr);
+        while s < len {
+            let rest = len - s;
+            let marker = [0, 0, (ptr >> 8) as u8, ptr as u8];
+            // SAFETY: the marker at output offset `d` (inside the output, as a source
+            // octet follows it); its source is the local array.
+            let (c, sm) = unsafe { self.run::<true, SUM>(dst.add(d), marker.as_ptr(), 4, crc) };
+            total = add(total, sm, d);
+            let n = rest.min(MARKED_RUN);
+            // SAFETY: the next `n <= len - s` source octets, and their place after the
+            // marker in the output.
+            let (c, sm) =
+                unsafe { self.run::<true, SUM>(dst.add(d + MARKER_LEN), src.add(s), n, c) };
+            crc = c;
+            total = add(total, sm, d + MARKER_LEN);
+            s += n;
+            d += MARKER_LEN + n;
+            ptr = ptr.wrapping_add(MARKER_INTERVAL as u16);
+        }
+        (crc, total)
+    }
+}
+
+/// Copies `len` octets from `src` to `dst` with markers between them as `markers` places
+/// them ([`Markers`]: `markers.wire_len(len)` octets written), advancing the CRC32c `crc`
+/// over every octet written and, if `sum`, taking their unfolded one's complement sum
+/// (else 0), in one pass: MPA's marker insertion (RFC 5044 section 4.3) with the CRC and
+/// the TCP checksum's sum. Raw pointers only, as [`copy_crc32c_sum_raw`].
+///
+/// # Safety
+///
+/// `src` is valid for reads of `len` octets and `dst` for writes of
+/// `markers.wire_len(len)`, and the two ranges do not overlap.
+#[inline]
+pub unsafe fn copy_marked_raw(
+    dst: *mut u8,
+    src: *const u8,
+    len: usize,
+    markers: Markers,
+    crc: u32,
+    sum: bool,
+) -> (u32, u64) {
+    // SAFETY: the caller's promise, passed on.
+    unsafe { Kernel::best().copy_marked_raw(dst, src, len, markers, crc, sum) }
+}
+
+/// [`copy_marked_raw`] into the end of `out`, which grows by `markers.wire_len(src.len())`.
+pub fn append_marked(
+    out: &mut Vec<u8>,
+    src: &[u8],
+    markers: Markers,
+    crc: u32,
+    sum: bool,
+) -> (u32, u64) {
+    Kernel::best().append_marked(out, src, markers, crc, sum)
+}
+
 /// Folds an unfolded sum (as the functions above return, or several added) with
 /// end-around carry to 16 bits and swaps its octets: the RFC 1071 sum of the run in
 /// network byte order (big-endian words, an odd last octet padded with a zero).

@@ -542,3 +542,150 @@ fn the_kernels_this_machine_tests() {
         assert_ne!(Kernel::best(), Kernel::Portable);
     }
 }
+
+/// A marked copy written plainly: the source with a marker before each run, as
+/// [`Markers`] places them.
+fn marked_reference(src: &[u8], markers: Markers) -> Vec<u8> {
+    let mut out = Vec::new();
+    let mut ptr = markers.fpduptr;
+    let head = markers.before.min(src.len());
+    out.extend_from_slice(&src[..head]);
+    for run in src[head..].chunks(MARKER_INTERVAL - MARKER_LEN) {
+        out.extend_from_slice(&[0, 0, (ptr >> 8) as u8, ptr as u8]);
+        out.extend_from_slice(run);
+        ptr = ptr.wrapping_add(MARKER_INTERVAL as u16);
+    }
+    out
+}
+
+#[test]
+fn marked_wire_len_at_the_edges() {
+    let m = |before| Markers { before, fpduptr: 0 };
+    assert_eq!(m(0).wire_len(0), 0);
+    assert_eq!(m(0).wire_len(1), 5);
+    assert_eq!(m(0).wire_len(508), 512);
+    assert_eq!(m(0).wire_len(509), 517);
+    assert_eq!(m(10).wire_len(10), 10, "no marker after the last octet");
+    assert_eq!(m(10).wire_len(11), 15);
+    assert_eq!(m(10).wire_len(518), 522);
+    assert_eq!(m(10).wire_len(519), 527);
+    for before in [0, 1, 3, 4, 5, 300, 507, 508] {
+        for len in [0, 1, 4, 507, 508, 509, 1016, 1017, 64768] {
+            assert_eq!(
+                m(before).wire_len(len),
+                marked_reference(&vec![0; len], m(before)).len()
+            );
+        }
+    }
+}
+
+/// Lengths for marked copies: around whole intervals (`before` + k · 508) and anywhere.
+fn marked_len_strategy() -> impl Strategy<Value = (usize, usize)> {
+    let before = prop_oneof![0usize..8, 0usize..=508, 504usize..=508];
+    prop_oneof![
+        (before.clone(), 0usize..=70000),
+        (before, 0usize..=140, 0usize..9)
+            .prop_map(|(b, k, d)| (b, (b + k * 508 + d).saturating_sub(4))),
+    ]
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 384, ..ProptestConfig::default() })]
+
+    /// Every kernel's marked copy against the plain one: the octets (markers where
+    /// [`Markers`] puts them, the old contents of the vector kept), the CRC over them from
+    /// a chained start, and their sum; the raw form, and the copy split in two at a run's
+    /// end and chained, likewise.
+    #[test]
+    fn marked_copies_agree_with_reference(
+        (before, len) in marked_len_strategy(),
+        seed in any::<u64>(),
+        fpduptr in any::<u16>(),
+        prefix_len in 0usize..8,
+        init in any::<u32>(),
+        sum in any::<bool>(),
+    ) {
+        let mut rng = Rng(seed);
+        let prefix = rng.vec(prefix_len);
+        let data = rng.vec(len);
+        let markers = Markers { before, fpduptr };
+        let wire = marked_reference(&data, markers);
+        prop_assert_eq!(markers.wire_len(len), wire.len());
+        let want_crc = crc_ref(init, &wire);
+        let want_sum = if sum { reference_sum(&wire) } else { 0 };
+        let fold = |s: u64| if sum { fold_sum(s) } else { s as u16 };
+        for k in Kernel::all_available() {
+            let mut out = prefix.clone();
+            let (c, s) = k.append_marked(&mut out, &data, markers, init, sum);
+            prop_assert_eq!(&out[..prefix_len], &prefix[..], "{:?}", k);
+            prop_assert!(out[prefix_len..] == wire[..], "{:?}: octets differ", k);
+            prop_assert_eq!(c, want_crc, "{:?}", k);
+            prop_assert_eq!(fold(s), want_sum, "{:?}", k);
+            let mut dst = vec![0u8; wire.len()];
+            // SAFETY: `data` holds `len` octets and `dst` the marked copy's length, distinct.
+            let (c, s) = unsafe {
+                k.copy_marked_raw(dst.as_mut_ptr(), data.as_ptr(), len, markers, init, sum)
+            };
+            prop_assert!(dst == wire, "{:?}: raw octets differ", k);
+            prop_assert_eq!((c, fold(s)), (want_crc, want_sum), "{:?} raw", k);
+        }
+        // The best kernel's free function, in two pieces cut where a run ends: the second
+        // starts with a marker, its pointer 512 on per marker of the first.
+        let cut = (before + 508 * (len / 1500)).min(len);
+        let first = Markers { before, fpduptr };
+        let mut out = Vec::new();
+        let (c, s1) = append_marked(&mut out, &data[..cut], first, init, sum);
+        let at = out.len();
+        let n1 = (at - cut) / MARKER_LEN;
+        let second = Markers {
+            before: 0,
+            fpduptr: fpduptr.wrapping_add((512 * n1) as u16),
+        };
+        let (c, s2) = append_marked(&mut out, &data[cut..], second, c, sum);
+        prop_assert!(out == wire, "chained octets differ (cut {})", cut);
+        prop_assert_eq!(c, want_crc);
+        prop_assert_eq!(fold(s1 + sum_at(s2, at)), want_sum);
+    }
+}
+
+/// Every length to 2100 after heads of every residue class that matters (so a marker
+/// lands at the start of each kind of step: a round, a 32- or 16-octet step, the word
+/// tail), every kernel against the plain marked copy.
+#[test]
+fn marked_copies_of_every_short_length() {
+    let mut rng = Rng(0x6d61_726b);
+    let data = rng.vec(2100);
+    for before in [
+        0, 1, 3, 4, 5, 31, 64, 100, 127, 128, 129, 255, 300, 500, 507, 508,
+    ] {
+        for len in 0..=2100 {
+            let markers = Markers {
+                before,
+                fpduptr: (before * 7) as u16,
+            };
+            let src = &data[..len];
+            let wire = marked_reference(src, markers);
+            let want = (crc_ref(5, &wire), reference_sum(&wire));
+            for k in Kernel::all_available() {
+                let mut out = Vec::new();
+                let (c, s) = k.append_marked(&mut out, src, markers, 5, true);
+                assert!(
+                    out == wire,
+                    "{k:?} before {before} len {len}: octets differ"
+                );
+                assert_eq!((c, fold_sum(s)), want, "{k:?} before {before} len {len}");
+                let mut out = Vec::new();
+                let (c, s) = k.append_marked(&mut out, src, markers, 5, false);
+                assert!(
+                    out == wire,
+                    "{k:?} before {before} len {len}: octets differ"
+                );
+                assert_eq!(
+                    (c, s),
+                    (want.0, 0),
+                    "{k:?} before {before} len {len}, no sum"
+                );
+            }
+        }
+    }
+}

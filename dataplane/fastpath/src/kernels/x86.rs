@@ -691,3 +691,241 @@ unsafe fn three_streams<const B: usize, const COPY: bool, const SUM: bool>(
     }
     reg
 }
+
+// ---------------------------------------------------------------------------------------
+// Copies with markers.
+
+/// The marker `[0, 0, ptr >> 8, ptr & 0xff]` as a little-endian 32-bit word.
+#[inline]
+fn marker_word(ptr: u16) -> u32 {
+    u32::from_le_bytes([0, 0, (ptr >> 8) as u8, ptr as u8])
+}
+
+/// Loads 32 octets of a marked copy's output whose first 4 are a marker: the 28 source
+/// octets at `src` go after the marker word `m`. The load covers the 4 octets before `src`
+/// too but masks them off (a masked-off element is not accessed and cannot fault), so
+/// only the source's own octets are read.
+///
+/// # Safety
+///
+/// `[src, src + 28)` is valid for reads.
+#[inline]
+#[target_feature(enable = "avx2")]
+unsafe fn load256_marked(src: *const u8, m: u32) -> __m256i {
+    let mask = _mm256_set_epi32(-1, -1, -1, -1, -1, -1, -1, 0);
+    // SAFETY: the elements loaded (1 to 7) are the caller's 28 octets; element 0, before
+    // `src`, is masked off and not accessed (the address is formed with wrapping
+    // arithmetic and never dereferenced there).
+    let x = unsafe { _mm256_maskload_epi32(src.wrapping_sub(4).cast(), mask) };
+    _mm256_blend_epi32::<1>(x, _mm256_zextsi128_si256(_mm_cvtsi32_si128(m as i32)))
+}
+
+/// [`load256_marked`] on 16 octets (12 of source).
+///
+/// # Safety
+///
+/// `[src, src + 12)` is valid for reads.
+#[inline]
+#[target_feature(enable = "avx2")]
+unsafe fn load128_marked(src: *const u8, m: u32) -> __m128i {
+    let mask = _mm_set_epi32(-1, -1, -1, 0);
+    // SAFETY: as in `load256_marked`, for elements 1 to 3.
+    let x = unsafe { _mm_maskload_epi32(src.wrapping_sub(4).cast(), mask) };
+    _mm_blend_epi32::<1>(x, _mm_cvtsi32_si128(m as i32))
+}
+
+/// Where a marked copy is: the next output and source offsets, the output octets before
+/// the next marker, and that marker's FPDUptr.
+struct MarkedCursor {
+    o: usize,
+    s: usize,
+    to_marker: usize,
+    ptr: u16,
+}
+
+impl MarkedCursor {
+    /// Takes the next `N` output octets (`N` of 16 or 32, or a round of 128 as four 32s):
+    /// with the marker first if one is due (then `N - 4` source octets), else `N` source
+    /// octets; advances the cursor. Returns the marker word if one was due.
+    #[inline]
+    fn advance<const N: usize>(&mut self) -> Option<u32> {
+        self.o += N;
+        if self.to_marker == 0 {
+            let m = marker_word(self.ptr);
+            self.ptr = self.ptr.wrapping_add(512);
+            self.s += N - 4;
+            self.to_marker = 512 - N;
+            Some(m)
+        } else {
+            self.s += N;
+            self.to_marker -= N;
+            None
+        }
+    }
+}
+
+/// The VPCLMULQDQ kernel for a marked copy (see `Kernel::copy_marked_raw`): the output is
+/// the source with a marker `[0, 0, ptr >> 8, ptr & 0xff]` after its first `before`
+/// octets and then before every next 508, `ptr` growing by 512 from one marker to the next;
+/// `wire` octets in all. The CRC register and the sum run over the output octets, through
+/// one set of [`vpclmul`]'s accumulators from the first marker to the last.
+///
+/// The first `before % 128` octets go through [`vpclmul`] itself, so that the rest is laid
+/// out in rounds of 128 output octets with each marker at the start of one (markers are
+/// 512 apart). A round, a 32- or a 16-octet step that starts with a marker loads its
+/// vector from 4 octets before its source with those 4 masked off ([`load256_marked`]) and
+/// puts the marker there in the register; one that is left for the word tail writes the
+/// marker as a word. Every source octet is read once.
+///
+/// # Safety
+///
+/// The CPU has AVX2, VPCLMULQDQ, PCLMULQDQ and SSE4.2; `len <= 2^30`; `wire` is the marked
+/// copy's length and `wire - before % 128 >= 128`; `src` is valid for reads of `len`
+/// octets and `dst` for writes of `wire`, and the two do not overlap.
+#[target_feature(enable = "avx2,vpclmulqdq,pclmulqdq,sse4.1,sse4.2")]
+pub(super) unsafe fn vpclmul_marked<const SUM: bool>(
+    dst: *mut u8,
+    src: *const u8,
+    len: usize,
+    before: usize,
+    wire: usize,
+    ptr: u16,
+    crc: u32,
+) -> (u32, u64) {
+    let h = before.min(len);
+    let g = h % 128;
+    debug_assert!(wire >= g + 128);
+    // SAFETY: the first `g <= len` octets of both ranges.
+    let (crc, pre_sum) = unsafe { vpclmul::<true, SUM>(dst, src, g, crc) };
+    let mut c = MarkedCursor {
+        o: g,
+        s: g,
+        to_marker: h - g,
+        ptr,
+    };
+    // One round: four vectors, the first after a marker if one is due.
+    //
+    // SAFETY (of each call): the caller checked `wire - c.o >= 128`; the round's output
+    // octets are inside the output and its source octets (124 after a marker, else 128:
+    // the output before the end is source and markers as laid out) inside the source.
+    #[inline]
+    #[target_feature(enable = "avx2")]
+    unsafe fn round(dst: *mut u8, src: *const u8, c: &mut MarkedCursor) -> [__m256i; 4] {
+        let (o, s) = (c.o, c.s);
+        let m = c.advance::<128>();
+        // SAFETY: as above: the source octets `s..s + 124` (after a marker) or
+        // `s..s + 128`, and the output's `o..o + 128`.
+        unsafe {
+            let (x0, s) = match m {
+                Some(m) => (load256_marked(src.add(s), m), s + 28),
+                None => (_mm256_loadu_si256(src.add(s).cast()), s + 32),
+            };
+            let x = [
+                x0,
+                _mm256_loadu_si256(src.add(s).cast()),
+                _mm256_loadu_si256(src.add(s + 32).cast()),
+                _mm256_loadu_si256(src.add(s + 64).cast()),
+            ];
+            for (i, v) in x.iter().enumerate() {
+                _mm256_storeu_si256(dst.add(o + 32 * i).cast(), *v);
+            }
+            x
+        }
+    }
+    let seed = _mm256_zextsi128_si256(_mm_cvtsi32_si128(!crc as i32));
+    // SAFETY: `wire - g >= 128` (the caller's promise).
+    let [x0, x1, x2, x3] = unsafe { round(dst, src, &mut c) };
+    let mut vsum = if SUM {
+        sum4(x0, x1, x2, x3)
+    } else {
+        _mm256_setzero_si256()
+    };
+    let (mut a0, mut a1, mut a2, mut a3) = (_mm256_xor_si256(x0, seed), x1, x2, x3);
+    let k = fold_k256::<1024>();
+    while wire - c.o >= 128 {
+        // SAFETY: checked just above.
+        let [x0, x1, x2, x3] = unsafe { round(dst, src, &mut c) };
+        if SUM {
+            vsum = _mm256_add_epi64(vsum, sum4(x0, x1, x2, x3));
+        }
+        a0 = _mm256_xor_si256(fold256(a0, k), x0);
+        a1 = _mm256_xor_si256(fold256(a1, k), x1);
+        a2 = _mm256_xor_si256(fold256(a2, k), x2);
+        a3 = _mm256_xor_si256(fold256(a3, k), x3);
+    }
+    let f01 = _mm256_xor_si256(
+        fold256(a0, fold_k256::<768>()),
+        fold256(a1, fold_k256::<512>()),
+    );
+    let f23 = _mm256_xor_si256(fold256(a2, fold_k256::<256>()), a3);
+    let mut a = _mm256_xor_si256(f01, f23);
+    let k = fold_k256::<256>();
+    while wire - c.o >= 32 {
+        let (o, s) = (c.o, c.s);
+        // SAFETY: 32 output octets remain, so their source octets (28 after a marker,
+        // else 32) are in the source.
+        let x = unsafe {
+            let x = match c.advance::<32>() {
+                Some(m) => load256_marked(src.add(s), m),
+                None => _mm256_loadu_si256(src.add(s).cast()),
+            };
+            _mm256_storeu_si256(dst.add(o).cast(), x);
+            x
+        };
+        if SUM {
+            vsum = _mm256_add_epi64(vsum, words256(x));
+        }
+        a = _mm256_xor_si256(fold256(a, k), x);
+    }
+    let k = fold_k128::<128>();
+    let mut r = _mm_xor_si128(
+        fold128(_mm256_castsi256_si128(a), k),
+        _mm256_extracti128_si256(a, 1),
+    );
+    if wire - c.o >= 16 {
+        let (o, s) = (c.o, c.s);
+        // SAFETY: as above, for 16 octets.
+        let x = unsafe {
+            let x = match c.advance::<16>() {
+                Some(m) => load128_marked(src.add(s), m),
+                None => _mm_loadu_si128(src.add(s).cast()),
+            };
+            _mm_storeu_si128(dst.add(o).cast(), x);
+            x
+        };
+        if SUM {
+            vsum = _mm256_add_epi64(vsum, _mm256_zextsi128_si256(words128(x)));
+        }
+        r = _mm_xor_si128(fold128(r, k), x);
+    }
+    let mut acc: u128 = 0;
+    if SUM {
+        let s = _mm_add_epi64(
+            _mm256_castsi256_si128(vsum),
+            _mm256_extracti128_si256(vsum, 1),
+        );
+        acc = u128::from(_mm_cvtsi128_si64(s) as u64) + u128::from(_mm_extract_epi64(s, 1) as u64);
+    }
+    let mut reg = finish_remainder(r);
+    if c.to_marker == 0 && c.o < wire {
+        // A marker left for the tail (fewer than 16 octets from it to the end).
+        let m = marker_word(c.ptr);
+        // SAFETY: the marker's 4 octets are inside the output (source octets follow it).
+        unsafe { dst.add(c.o).cast::<u32>().write_unaligned(m) };
+        reg = _mm_crc32_u32(reg, m);
+        if SUM {
+            acc += u128::from(m);
+        }
+        c.o += 4;
+    }
+    debug_assert_eq!(wire - c.o, len - c.s);
+    // SAFETY: the last `wire - c.o` output octets are the last source octets; offset 0
+    // (a multiple of 8), at an even distance from `g` as every step's octets are.
+    reg = unsafe { tail::<true, SUM>(dst.add(c.o), src.add(c.s), 0, len - c.s, reg, &mut acc) };
+    let sum = if SUM {
+        sum::reduce(pre_sum + super::sum_at(sum::finish(acc), g))
+    } else {
+        0
+    };
+    (!reg, sum)
+}

@@ -1779,6 +1779,9 @@ impl UlpduSink for FpduSink<'_> {
                 CopyPass::CrcSum(crc) => mem.append_crc32c_sum(off + at, n, out, crc),
                 CopyPass::Crc(crc) => mem.append_crc32c(off + at, n, out, crc).map(|c| (c, 0)),
                 CopyPass::Copy => mem.append_to(off + at, n, out).map(|()| (0, 0)),
+                CopyPass::Marked { crc, sums, markers } => {
+                    mem.append_marked(off + at, n, out, markers, crc, sums)
+                }
             }
             .map_err(MrError::from)
         })

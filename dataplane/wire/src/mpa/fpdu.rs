@@ -21,10 +21,12 @@
 //! to the layout; they never wrap in practice.
 
 use crate::crc;
-use fastpath::kernels;
+use fastpath::kernels::{self, Markers};
 
 /// Markers sit at every `MARKER_INTERVAL`th octet of the half connection's stream.
 pub const MARKER_INTERVAL: u64 = 512;
+// The kernels that insert markers as they copy place them by the same interval.
+const _: () = assert!(MARKER_INTERVAL as usize == kernels::MARKER_INTERVAL);
 /// Octets in a marker (`Reserved (2) | FPDUPTR (2)`).
 pub const MARKER_LEN: usize = 4;
 /// Octets in the ULPDU_Length field.
@@ -412,6 +414,18 @@ pub enum CopyPass {
     Crc(u32),
     /// The copy, the CRC32c advanced from this one, and the unfolded one's complement sum.
     CrcSum(u32),
+    /// Markers are on: the copy puts markers between the source's octets where `markers`
+    /// says, so that it appends `markers.wire_len(n)` octets in all, and takes the CRC32c
+    /// advanced from `crc` over every octet it appends, and their unfolded sum if `sums`
+    /// (else 0): what [`fastpath::kernels::append_marked`] does.
+    Marked {
+        /// The CRC32c so far.
+        crc: u32,
+        /// Whether the sum is taken.
+        sums: bool,
+        /// Where the markers fall, and the first one's FPDUptr.
+        markers: Markers,
+    },
 }
 
 /// Writes one FPDU in a single pass over its octets: each run of content between markers
@@ -455,12 +469,20 @@ impl<'a> FpduWriter<'a> {
         w
     }
 
-    /// Markers are on: the runs between them are short (at most 508 octets), so they are
-    /// copied as they come and the CRC and the sum are taken in one pass over the FPDU's
-    /// contiguous wire octets when it is finished (still in cache), instead of one
-    /// kernel call per run.
-    fn deferred(&self) -> bool {
-        self.framer.w.layout.markers
+    /// Where the markers of octets put from the current position fall: the first at
+    /// the next marker position (this one, if it is one), each carrying its distance back
+    /// to the FPDU's header.
+    fn markers_from_here(&self) -> Markers {
+        let w = &self.framer.w;
+        let before = if is_marker_position(w.pos) {
+            0
+        } else {
+            self.room()
+        };
+        Markers {
+            before,
+            fpduptr: w.layout.fpduptr_at(w.pos + before as u64),
+        }
     }
 
     /// Octets of ULPDU still expected.
@@ -502,11 +524,6 @@ impl<'a> FpduWriter<'a> {
 
     /// Appends octets of the FPDU (no marker boundary inside).
     fn append(&mut self, data: &[u8]) {
-        if self.deferred() {
-            self.out.extend_from_slice(data);
-            self.framer.w.pos += data.len() as u64;
-            return;
-        }
         let at = self.out.len() - self.framer.w.base;
         if data.len() < SMALL_PIECE {
             self.framer.w.pending.get_or_insert(at);
@@ -542,6 +559,24 @@ impl<'a> FpduWriter<'a> {
     }
 
     fn content(&mut self, mut data: &[u8]) {
+        if self.framer.w.layout.markers && data.len() >= SMALL_PIECE {
+            // One pass that puts the markers in as it copies (and takes the CRC and the
+            // sum over both).
+            self.flush_pending();
+            let markers = self.markers_from_here();
+            let at = self.out.len() - self.framer.w.base;
+            let (crc, sum) = kernels::append_marked(
+                self.out,
+                data,
+                markers,
+                self.framer.w.crc,
+                self.framer.sums,
+            );
+            self.framer.w.crc = crc;
+            self.add_sum(at, sum);
+            self.framer.w.pos += markers.wire_len(data.len()) as u64;
+            return;
+        }
         while !data.is_empty() {
             self.pending_marker();
             let n = self.room().min(data.len());
@@ -572,13 +607,32 @@ impl<'a> FpduWriter<'a> {
         mut copy: impl FnMut(usize, usize, &mut Vec<u8>, CopyPass) -> Result<(u32, u64), E>,
     ) -> Result<(), E> {
         let len = len.min(self.framer.w.left);
-        let deferred = self.deferred();
+        if self.framer.w.layout.markers && len >= SMALL_PIECE {
+            // One call that puts the markers in as it copies.
+            self.flush_pending();
+            let markers = self.markers_from_here();
+            let at = self.out.len() - self.framer.w.base;
+            let pass = CopyPass::Marked {
+                crc: self.framer.w.crc,
+                sums: self.framer.sums,
+                markers,
+            };
+            let (crc, sum) = copy(0, len, self.out, pass)?;
+            let wire = markers.wire_len(len);
+            debug_assert_eq!(self.out.len() - self.framer.w.base, at + wire);
+            self.framer.w.crc = crc;
+            self.add_sum(at, sum);
+            let w = &mut self.framer.w;
+            w.pos += wire as u64;
+            w.left -= len;
+            return Ok(());
+        }
         let mut done = 0;
         while done < len {
             self.pending_marker();
             let n = self.room().min(len - done);
             let at = self.out.len() - self.framer.w.base;
-            if !deferred && n < SMALL_PIECE {
+            if n < SMALL_PIECE {
                 // A small piece joins the pending octets: copied now, summed later.
                 copy(done, n, self.out, CopyPass::Copy)?;
                 debug_assert_eq!(self.out.len() - self.framer.w.base, at + n);
@@ -589,20 +643,16 @@ impl<'a> FpduWriter<'a> {
                 w.left -= n;
                 continue;
             }
-            if !deferred {
-                self.flush_pending();
-            }
-            let pass = match (deferred, self.framer.sums) {
-                (true, _) => CopyPass::Copy,
-                (false, true) => CopyPass::CrcSum(self.framer.w.crc),
-                (false, false) => CopyPass::Crc(self.framer.w.crc),
+            self.flush_pending();
+            let pass = if self.framer.sums {
+                CopyPass::CrcSum(self.framer.w.crc)
+            } else {
+                CopyPass::Crc(self.framer.w.crc)
             };
             let (crc, sum) = copy(done, n, self.out, pass)?;
             debug_assert_eq!(self.out.len() - self.framer.w.base, at + n);
-            if !deferred {
-                self.framer.w.crc = crc;
-                self.add_sum(at, sum);
-            }
+            self.framer.w.crc = crc;
+            self.add_sum(at, sum);
             let w = &mut self.framer.w;
             w.pos += n as u64;
             done += n;
@@ -633,28 +683,21 @@ impl<'a> FpduWriter<'a> {
         self.pending_marker();
         let base = self.framer.w.base;
         debug_assert_eq!(self.out.len() - base, self.framer.w.layout.crc_coverage);
-        let deferred = self.deferred();
         let sums = self.framer.sums;
-        if deferred {
-            // One pass over the FPDU's octets so far (markers included, as the CRC covers
-            // them), then the CRC field's words by hand.
-            let (crc, sum) = Self::crc_and_sum(sums, 0, &self.out[base..]);
-            self.framer.w.crc = crc;
-            self.framer.w.sum = sum;
-        } else {
-            self.flush_pending();
-        }
+        self.flush_pending();
         let crc_field = if self.framer.mode.crc {
             crc::to_wire(self.framer.w.crc)
         } else {
             [0u8; 4]
         };
         let at = self.out.len() - base;
-        if deferred {
+        if self.framer.w.layout.markers {
             // A marker may fall inside the field (an FPDU that does not start at a
-            // multiple of four from the marker origin): it goes in as content does, and
-            // the octets from the field on (at most eight) are summed here.
+            // multiple of four from the marker origin): it goes in as content does (a
+            // small piece, left pending: the CRC does not cover the field), and the
+            // octets from the field on (at most eight) are summed here.
             self.content(&crc_field);
+            self.framer.w.pending = None;
             if sums {
                 // At a multiple of four from the FPDU's start (header, ULPDU and PAD
                 // are, and markers are four octets): the field and a marker at most.
@@ -949,6 +992,10 @@ mod tests {
                                 fastpath::kernels::append_crc32c_sum(out, src, crc)
                             }
                             CopyPass::Crc(_) => panic!("sums are taken"),
+                            CopyPass::Marked { crc, sums, markers } => {
+                                assert!(sums, "sums are taken");
+                                fastpath::kernels::append_marked(out, src, markers, crc, true)
+                            }
                             CopyPass::Copy => {
                                 out.extend_from_slice(src);
                                 (0, 0)
@@ -978,6 +1025,10 @@ mod tests {
                                 (fastpath::kernels::append_crc32c(out, src, crc), 0)
                             }
                             CopyPass::CrcSum(_) => panic!("no sums are taken"),
+                            CopyPass::Marked { crc, sums, markers } => {
+                                assert!(!sums, "no sums are taken");
+                                fastpath::kernels::append_marked(out, src, markers, crc, false)
+                            }
                             CopyPass::Copy => {
                                 out.extend_from_slice(src);
                                 (0, 0)
