@@ -492,7 +492,7 @@ impl Markers {
 impl Kernel {
     /// [`copy_marked_raw`] with this kernel (or [`Kernel::Portable`] if the CPU lacks it).
     /// Only [`Kernel::Vpclmul`] keeps its folds going across markers (a copy whose output
-    /// past its first `before % 128` octets is 128 or more); the others take each run
+    /// past its first `before.min(len) % 128` octets is 128 or more); the others take each run
     /// between markers as a call of their own.
     ///
     /// # Safety
@@ -571,7 +571,7 @@ impl Kernel {
         #[cfg(target_arch = "x86_64")]
         if self == Kernel::Vpclmul && features() & F_VPCLMUL != 0 && len <= MAX_CHUNK {
             let wire = markers.wire_len(len);
-            if wire - markers.before.min(len) % 128 >= 128 {
+            if wire - (markers.before.min(len) % 128) >= 128 {
                 // SAFETY: the CPU has the features; `len <= 2^30`; `wire` is the marked
                 // length, long enough; the ranges as the caller vouches.
                 return unsafe {

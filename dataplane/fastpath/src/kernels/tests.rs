@@ -581,7 +581,7 @@ fn marked_wire_len_at_the_edges() {
 
 /// Lengths for marked copies: around whole intervals (`before` + k · 508) and anywhere.
 fn marked_len_strategy() -> impl Strategy<Value = (usize, usize)> {
-    let before = prop_oneof![0usize..8, 0usize..=508, 504usize..=508];
+    let before = prop_oneof![0usize..8, 0usize..=508, 504usize..=512, 0usize..5000];
     prop_oneof![
         (before.clone(), 0usize..=70000),
         (before, 0usize..=140, 0usize..9)
@@ -621,12 +621,19 @@ proptest! {
             prop_assert!(out[prefix_len..] == wire[..], "{:?}: octets differ", k);
             prop_assert_eq!(c, want_crc, "{:?}", k);
             prop_assert_eq!(fold(s), want_sum, "{:?}", k);
-            let mut dst = vec![0u8; wire.len()];
-            // SAFETY: `data` holds `len` octets and `dst` the marked copy's length, distinct.
+            // A canary after the marked copy's length: nothing is written past it.
+            let mut dst = vec![0xA5u8; wire.len() + 64];
+            // SAFETY: `data` holds `len` octets and `dst` more than the marked copy's
+            // length, distinct.
             let (c, s) = unsafe {
                 k.copy_marked_raw(dst.as_mut_ptr(), data.as_ptr(), len, markers, init, sum)
             };
-            prop_assert!(dst == wire, "{:?}: raw octets differ", k);
+            prop_assert!(dst[..wire.len()] == wire[..], "{:?}: raw octets differ", k);
+            prop_assert!(
+                dst[wire.len()..].iter().all(|&b| b == 0xA5),
+                "{:?}: written past the end",
+                k
+            );
             prop_assert_eq!((c, fold(s)), (want_crc, want_sum), "{:?} raw", k);
         }
         // The best kernel's free function, in two pieces cut where a run ends: the second
@@ -656,7 +663,7 @@ fn marked_copies_of_every_short_length() {
     let mut rng = Rng(0x6d61_726b);
     let data = rng.vec(2100);
     for before in [
-        0, 1, 3, 4, 5, 31, 64, 100, 127, 128, 129, 255, 300, 500, 507, 508,
+        0, 1, 3, 4, 5, 31, 64, 100, 127, 128, 129, 255, 300, 500, 507, 508, 509, 511, 700, 2100,
     ] {
         for len in 0..=2100 {
             let markers = Markers {

@@ -702,21 +702,30 @@ fn marker_word(ptr: u16) -> u32 {
 }
 
 /// Loads 32 octets of a marked copy's output whose first 4 are a marker: the 28 source
-/// octets at `src` go after the marker word `m`. The load covers the 4 octets before `src`
-/// too but masks them off (a masked-off element is not accessed and cannot fault), so
-/// only the source's own octets are read.
+/// octets at `src + s` go after the marker word `m`. With 4 source octets before them
+/// (`s >= 4`) the vector is loaded from `src + s - 4` and the marker put over those 4 in
+/// the register (they were read already, for the run they end, and are not used again);
+/// else, once at most per copy, the 28 octets go through a buffer on the stack. Either
+/// way every octet loaded lies inside the source, and every source octet stored, folded
+/// and summed is read once.
 ///
 /// # Safety
 ///
-/// `[src, src + 28)` is valid for reads.
+/// `[src, src + s + 28)` is valid for reads.
 #[inline]
 #[target_feature(enable = "avx2")]
-unsafe fn load256_marked(src: *const u8, m: u32) -> __m256i {
-    let mask = _mm256_set_epi32(-1, -1, -1, -1, -1, -1, -1, 0);
-    // SAFETY: the elements loaded (1 to 7) are the caller's 28 octets; element 0, before
-    // `src`, is masked off and not accessed (the address is formed with wrapping
-    // arithmetic and never dereferenced there).
-    let x = unsafe { _mm256_maskload_epi32(src.wrapping_sub(4).cast(), mask) };
+unsafe fn load256_marked(src: *const u8, s: usize, m: u32) -> __m256i {
+    let x = if s >= 4 {
+        // SAFETY: `[s - 4, s + 28)` is inside the source (the caller's promise).
+        unsafe { _mm256_loadu_si256(src.add(s - 4).cast()) }
+    } else {
+        let mut buf = [0u8; 32];
+        // SAFETY: `[s, s + 28)` is inside the source; `buf` has room for 28 after 4.
+        unsafe {
+            std::ptr::copy_nonoverlapping(src.add(s), buf.as_mut_ptr().add(4), 28);
+            _mm256_loadu_si256(buf.as_ptr().cast())
+        }
+    };
     _mm256_blend_epi32::<1>(x, _mm256_zextsi128_si256(_mm_cvtsi32_si128(m as i32)))
 }
 
@@ -724,13 +733,21 @@ unsafe fn load256_marked(src: *const u8, m: u32) -> __m256i {
 ///
 /// # Safety
 ///
-/// `[src, src + 12)` is valid for reads.
+/// `[src, src + s + 12)` is valid for reads.
 #[inline]
 #[target_feature(enable = "avx2")]
-unsafe fn load128_marked(src: *const u8, m: u32) -> __m128i {
-    let mask = _mm_set_epi32(-1, -1, -1, 0);
-    // SAFETY: as in `load256_marked`, for elements 1 to 3.
-    let x = unsafe { _mm_maskload_epi32(src.wrapping_sub(4).cast(), mask) };
+unsafe fn load128_marked(src: *const u8, s: usize, m: u32) -> __m128i {
+    let x = if s >= 4 {
+        // SAFETY: `[s - 4, s + 12)` is inside the source (the caller's promise).
+        unsafe { _mm_loadu_si128(src.add(s - 4).cast()) }
+    } else {
+        let mut buf = [0u8; 16];
+        // SAFETY: `[s, s + 12)` is inside the source; `buf` has room for 12 after 4.
+        unsafe {
+            std::ptr::copy_nonoverlapping(src.add(s), buf.as_mut_ptr().add(4), 12);
+            _mm_loadu_si128(buf.as_ptr().cast())
+        }
+    };
     _mm_blend_epi32::<1>(x, _mm_cvtsi32_si128(m as i32))
 }
 
@@ -749,6 +766,7 @@ impl MarkedCursor {
     /// octets; advances the cursor. Returns the marker word if one was due.
     #[inline]
     fn advance<const N: usize>(&mut self) -> Option<u32> {
+        debug_assert!(self.to_marker.is_multiple_of(N), "a marker inside a step");
         self.o += N;
         if self.to_marker == 0 {
             let m = marker_word(self.ptr);
@@ -770,17 +788,23 @@ impl MarkedCursor {
 /// `wire` octets in all. The CRC register and the sum run over the output octets, through
 /// one set of [`vpclmul`]'s accumulators from the first marker to the last.
 ///
-/// The first `before % 128` octets go through [`vpclmul`] itself, so that the rest is laid
+/// The first `before.min(len) % 128` octets go through [`vpclmul`] itself, so that the rest is laid
 /// out in rounds of 128 output octets with each marker at the start of one (markers are
 /// 512 apart). A round, a 32- or a 16-octet step that starts with a marker loads its
-/// vector from 4 octets before its source with those 4 masked off ([`load256_marked`]) and
-/// puts the marker there in the register; one that is left for the word tail writes the
-/// marker as a word. Every source octet is read once.
+/// vector with the marker put in the register over its first 4 octets
+/// ([`load256_marked`]); one that is left for the word tail writes the marker as a word.
+/// Every source octet stored, folded and summed is read once.
+///
+/// The output octets before the next marker (`to_marker`) start as a multiple of 128 and
+/// each step takes a multiple of itself (128, then 32, then 16), so a marker always falls
+/// at the start of a step, never inside one: a step of `N` output octets takes `N` or
+/// `N - 4` source octets, and one runs only while `N` output octets remain, so its source
+/// octets are there.
 ///
 /// # Safety
 ///
 /// The CPU has AVX2, VPCLMULQDQ, PCLMULQDQ and SSE4.2; `len <= 2^30`; `wire` is the marked
-/// copy's length and `wire - before % 128 >= 128`; `src` is valid for reads of `len`
+/// copy's length and `wire - before.min(len) % 128 >= 128`; `src` is valid for reads of `len`
 /// octets and `dst` for writes of `wire`, and the two do not overlap.
 #[target_feature(enable = "avx2,vpclmulqdq,pclmulqdq,sse4.1,sse4.2")]
 pub(super) unsafe fn vpclmul_marked<const SUM: bool>(
@@ -817,7 +841,7 @@ pub(super) unsafe fn vpclmul_marked<const SUM: bool>(
         // `s..s + 128`, and the output's `o..o + 128`.
         unsafe {
             let (x0, s) = match m {
-                Some(m) => (load256_marked(src.add(s), m), s + 28),
+                Some(m) => (load256_marked(src, s, m), s + 28),
                 None => (_mm256_loadu_si256(src.add(s).cast()), s + 32),
             };
             let x = [
@@ -862,11 +886,11 @@ pub(super) unsafe fn vpclmul_marked<const SUM: bool>(
     let k = fold_k256::<256>();
     while wire - c.o >= 32 {
         let (o, s) = (c.o, c.s);
-        // SAFETY: 32 output octets remain, so their source octets (28 after a marker,
-        // else 32) are in the source.
+        // SAFETY: 32 output octets remain and a marker can only start them (see above),
+        // so their source octets (28 after a marker, else 32) are in the source.
         let x = unsafe {
             let x = match c.advance::<32>() {
-                Some(m) => load256_marked(src.add(s), m),
+                Some(m) => load256_marked(src, s, m),
                 None => _mm256_loadu_si256(src.add(s).cast()),
             };
             _mm256_storeu_si256(dst.add(o).cast(), x);
@@ -887,7 +911,7 @@ pub(super) unsafe fn vpclmul_marked<const SUM: bool>(
         // SAFETY: as above, for 16 octets.
         let x = unsafe {
             let x = match c.advance::<16>() {
-                Some(m) => load128_marked(src.add(s), m),
+                Some(m) => load128_marked(src, s, m),
                 None => _mm_loadu_si128(src.add(s).cast()),
             };
             _mm_storeu_si128(dst.add(o).cast(), x);

@@ -279,10 +279,9 @@ struct WriteState {
     left: usize,
     /// Where the FPDU starts in `out`.
     base: usize,
-    /// Without markers: where in the FPDU the octets not yet added to the CRC and the sum
-    /// start. Small pieces (the ULPDU_Length, a DDP header, the PAD) are copied as they
-    /// come and taken in one kernel call with the next large one, rather than one call
-    /// each.
+    /// Where in the FPDU the octets not yet added to the CRC and the sum start. Small
+    /// pieces (a marker, the ULPDU_Length, a DDP header, the PAD) are copied as they come
+    /// and taken in one kernel call before the next large one, rather than one call each.
     pending: Option<usize>,
 }
 
@@ -428,10 +427,10 @@ pub enum CopyPass {
     },
 }
 
-/// Writes one FPDU in a single pass over its octets: each run of content between markers
-/// is copied, added to the CRC32c and to the one's complement sum at once
-/// ([`fastpath::kernels`]), and the markers, PAD and CRC field go in between. Made by
-/// [`Framer::writer`].
+/// Writes one FPDU in a single pass over its octets: each large piece of content is
+/// copied, added to the CRC32c and to the one's complement sum at once, with the markers
+/// that fall inside it put in by the same pass ([`fastpath::kernels::append_marked`]);
+/// small pieces, the PAD and the CRC field go in between. Made by [`Framer::writer`].
 ///
 /// The ULPDU comes in pieces, from slices ([`FpduWriter::put`]) or from any source that can
 /// copy itself into the output with the same kernel ([`FpduWriter::put_with`]: a memory
@@ -599,8 +598,15 @@ impl<'a> FpduWriter<'a> {
     /// src_offset + n` to `out` and takes what `pass` asks for on the way ([`CopyPass`]):
     /// it returns the CRC32c advanced over them and their unfolded one's complement sum
     /// (what [`fastpath::kernels::append_crc32c_sum`] returns), the parts not asked for
-    /// ignored. It is called once per run between markers. On its error nothing more is
-    /// put and the error is returned; the caller abandons the FPDU (truncating `out`).
+    /// ignored. With markers on, a put of 64 octets or more is one call with
+    /// [`CopyPass::Marked`] (and the copy must append `markers.wire_len(n)` octets: the
+    /// writer panics if it does not); otherwise it is called once per piece between
+    /// markers. On its error nothing more is put and the error is returned; the caller
+    /// abandons the FPDU (truncating `out`).
+    ///
+    /// # Panics
+    ///
+    /// If a copy appends another number of octets than its pass asks for.
     pub fn put_with<E>(
         &mut self,
         len: usize,
@@ -619,7 +625,11 @@ impl<'a> FpduWriter<'a> {
             };
             let (crc, sum) = copy(0, len, self.out, pass)?;
             let wire = markers.wire_len(len);
-            debug_assert_eq!(self.out.len() - self.framer.w.base, at + wire);
+            assert_eq!(
+                self.out.len() - self.framer.w.base,
+                at + wire,
+                "put_with: a marked copy of {len} octets appended another length"
+            );
             self.framer.w.crc = crc;
             self.add_sum(at, sum);
             let w = &mut self.framer.w;
@@ -635,7 +645,11 @@ impl<'a> FpduWriter<'a> {
             if n < SMALL_PIECE {
                 // A small piece joins the pending octets: copied now, summed later.
                 copy(done, n, self.out, CopyPass::Copy)?;
-                debug_assert_eq!(self.out.len() - self.framer.w.base, at + n);
+                assert_eq!(
+                    self.out.len() - self.framer.w.base,
+                    at + n,
+                    "put_with: a copy of {n} octets appended another length"
+                );
                 let w = &mut self.framer.w;
                 w.pending.get_or_insert(at);
                 w.pos += n as u64;
@@ -650,7 +664,11 @@ impl<'a> FpduWriter<'a> {
                 CopyPass::Crc(self.framer.w.crc)
             };
             let (crc, sum) = copy(done, n, self.out, pass)?;
-            debug_assert_eq!(self.out.len() - self.framer.w.base, at + n);
+            assert_eq!(
+                self.out.len() - self.framer.w.base,
+                at + n,
+                "put_with: a copy of {n} octets appended another length"
+            );
             self.framer.w.crc = crc;
             self.add_sum(at, sum);
             let w = &mut self.framer.w;
@@ -947,7 +965,9 @@ mod tests {
             },
             FpduMode::default(),
         ] {
-            for start in [0u64, 4, 7, 300, 301, 468, 492, 506, 508, 510, 1020] {
+            for start in [
+                0u64, 1, 2, 4, 7, 300, 301, 468, 492, 503, 506, 508, 510, 1015, 1020,
+            ] {
                 for len in [
                     1usize,
                     2,
