@@ -4,7 +4,9 @@
 //!
 //! `cargo bench --bench crc_framing` (add `-- --quick` for a short run). Each figure is the
 //! best of several timed rounds, so that another process on the machine inflates none of
-//! them; the ratio is what to compare across machines.
+//! them, and the cases of one size take their rounds in turn, so that a ratio compares
+//! the same moments of a machine whose speed drifts; the ratio is what to compare across
+//! machines.
 
 use std::hint::black_box;
 use std::time::{Duration, Instant};
@@ -23,22 +25,36 @@ struct Bench {
 }
 
 impl Bench {
-    /// Best throughput in GiB/s of `f`, which processes `bytes` octets per call.
-    fn gibps(&self, bytes: usize, mut f: impl FnMut()) -> f64 {
-        let calls = (ROUND_BYTES / bytes).max(1);
+    /// Best throughputs in GiB/s of a set of cases measured in alternation: each round
+    /// times every case once, so that the machine changing speed from one moment to the
+    /// next (virtual machines do, by tens of percent for seconds at a time) moves the
+    /// figures of a set alike, and a ratio between two of them compares the same moments.
+    fn set(&self, cases: &mut [(usize, &mut dyn FnMut())]) -> Vec<f64> {
+        let calls: Vec<usize> = cases
+            .iter()
+            .map(|(bytes, _)| (ROUND_BYTES / bytes).max(1))
+            .collect();
         // Warm up caches and the branch predictor.
-        for _ in 0..calls.min(64) {
-            f();
-        }
-        let mut best = Duration::MAX;
-        for _ in 0..self.rounds {
-            let t = Instant::now();
-            for _ in 0..calls {
+        for ((_, f), &n) in cases.iter_mut().zip(&calls) {
+            for _ in 0..n.min(64) {
                 f();
             }
-            best = best.min(t.elapsed());
         }
-        (calls * bytes) as f64 / best.as_secs_f64() / (1u64 << 30) as f64
+        let mut best = vec![Duration::MAX; cases.len()];
+        for _ in 0..self.rounds {
+            for (i, (_, f)) in cases.iter_mut().enumerate() {
+                let t = Instant::now();
+                for _ in 0..calls[i] {
+                    f();
+                }
+                best[i] = best[i].min(t.elapsed());
+            }
+        }
+        cases
+            .iter()
+            .zip(calls.iter().zip(&best))
+            .map(|((bytes, _), (&n, b))| (n * bytes) as f64 / b.as_secs_f64() / (1u64 << 30) as f64)
+            .collect()
     }
 }
 
@@ -76,28 +92,33 @@ fn main() {
     // The kernels against memcpy, and the fused pass against its three separate passes.
     for &size in &[64usize, 1454, 8954, 64768] {
         let src: Vec<u8> = (0..size).map(|i| (i * 131 + 7) as u8).collect();
-        let mut dst = vec![0u8; size];
-        let memcpy = bench.gibps(size, || {
-            dst.copy_from_slice(black_box(&src));
-            black_box(&mut dst);
-        });
+        let (mut d1, mut d2, mut d3) = (vec![0u8; size], vec![0u8; size], vec![0u8; size]);
+        let got = bench.set(&mut [
+            (size, &mut || {
+                d1.copy_from_slice(black_box(&src));
+                black_box(&mut d1);
+            }),
+            (size, &mut || {
+                black_box(crc_fast(black_box(&src)));
+            }),
+            (size, &mut || {
+                black_box(kernels::crc32c_append(0, black_box(&src)));
+            }),
+            (size, &mut || {
+                d2.copy_from_slice(black_box(&src));
+                black_box(kernels::crc32c_append(0, &d2));
+                black_box(checksum::data(&d2));
+            }),
+            (size, &mut || {
+                black_box(kernels::copy_crc32c_sum(&mut d3, black_box(&src), 0));
+            }),
+        ]);
+        let [memcpy, crc, ours, three, fused] = got[..] else {
+            unreachable!("five cases")
+        };
         row("memcpy", size, memcpy, memcpy);
-        let crc = bench.gibps(size, || {
-            black_box(crc_fast(black_box(&src)));
-        });
         row("crc32c (crc-fast) / memcpy", size, crc, memcpy);
-        let ours = bench.gibps(size, || {
-            black_box(kernels::crc32c_append(0, black_box(&src)));
-        });
         row("crc32c (kernel) / crc-fast", size, ours, crc);
-        let three = bench.gibps(size, || {
-            dst.copy_from_slice(black_box(&src));
-            black_box(kernels::crc32c_append(0, &dst));
-            black_box(checksum::data(&dst));
-        });
-        let fused = bench.gibps(size, || {
-            black_box(kernels::copy_crc32c_sum(&mut dst, black_box(&src), 0));
-        });
         row("copy+crc+sum fused / three passes", size, fused, three);
         targets.push((
             format!("fused copy+CRC+sum / copy-then-CRC-then-sum, {size} B"),
@@ -107,90 +128,151 @@ fn main() {
     }
 
     // Framing and receiving: ULPDUs of MULPDU for a 1500 and a 9000 MTU, and the largest.
-    let mut by_mode = std::collections::HashMap::new();
+    // The cases of one size (every mode, and the references) are one alternating set.
+    let modes = [
+        FpduMode {
+            markers: false,
+            crc: true,
+        },
+        FpduMode {
+            markers: true,
+            crc: true,
+        },
+        FpduMode {
+            markers: false,
+            crc: false,
+        },
+    ];
     for &(label, emss) in &[("mtu1500", 1460usize), ("mtu9000", 8960), ("max", 65535)] {
-        for mode in [
-            FpduMode {
-                markers: false,
-                crc: true,
-            },
-            FpduMode {
-                markers: true,
-                crc: true,
-            },
-            FpduMode {
-                markers: false,
-                crc: false,
-            },
-        ] {
-            let len = mulpdu(emss, mode.markers);
-            let ulpdu: Vec<u8> = (0..len).map(|i| (i * 17 + 3) as u8).collect();
-            let mut dst = vec![0u8; len];
+        // Per mode: the ULPDU, and a stream of 16 FPDUs carrying it, cut where each ends
+        // (each segment holds whole FPDUs, as RFC 5044 section 5.3 has senders do).
+        let inputs: Vec<(FpduMode, Vec<u8>, Vec<u8>, Vec<usize>)> = modes
+            .iter()
+            .map(|&mode| {
+                let len = mulpdu(emss, mode.markers);
+                let ulpdu: Vec<u8> = (0..len).map(|i| (i * 17 + 3) as u8).collect();
+                let mut framer = Framer::new(mode);
+                let mut stream = Vec::new();
+                let mut cuts = vec![0];
+                for _ in 0..16 {
+                    framer.frame(&ulpdu, &mut stream).unwrap();
+                    cuts.push(stream.len());
+                }
+                (mode, ulpdu, stream, cuts)
+            })
+            .collect();
+        // (mode index, case) -> (octets per call, the case).
+        let mut names: Vec<(usize, &str)> = Vec::new();
+        let mut cases: Vec<(usize, Box<dyn FnMut() + '_>)> = Vec::new();
+        for (m, (mode, ulpdu, stream, cuts)) in inputs.iter().enumerate() {
+            let (mode, len) = (*mode, ulpdu.len());
             // The references use the fastest CRC32c there is here (the kernel's, which is
             // faster than crc-fast on every CPU measured so far), so that a ratio above 1
             // is the one pass's doing.
-            let crc_alone = bench.gibps(len, || {
-                black_box(kernels::crc32c_append(0, black_box(&ulpdu)));
-            });
-            let copy_then_crc = bench.gibps(len, || {
-                dst.copy_from_slice(black_box(&ulpdu));
-                black_box(kernels::crc32c_append(0, &dst));
-            });
+            names.push((m, "crc alone"));
+            cases.push((
+                len,
+                Box::new(move || {
+                    black_box(kernels::crc32c_append(0, black_box(ulpdu)));
+                }),
+            ));
+            let mut dst = vec![0u8; len];
+            names.push((m, "copy then crc"));
+            cases.push((
+                len,
+                Box::new(move || {
+                    dst.copy_from_slice(black_box(ulpdu));
+                    black_box(kernels::crc32c_append(0, &dst));
+                }),
+            ));
+            // Framing a ULPDU into a record: one pass (copy, CRC, sum, markers).
+            let framing = |mut framer: Framer| {
+                let mut out = Vec::with_capacity(len + 1024);
+                move || {
+                    out.clear();
+                    black_box(
+                        framer
+                            .frame_vectored(&[black_box(ulpdu)], &mut out)
+                            .unwrap(),
+                    );
+                    black_box(&out);
+                }
+            };
+            names.push((m, "frame"));
+            cases.push((len, Box::new(framing(Framer::new(mode)))));
+            if mode.crc {
+                // For a port that fills TCP checksums: the pass takes no sum.
+                names.push((m, "frame, no sum"));
+                cases.push((len, Box::new(framing(Framer::new(mode).with_sums(false)))));
+            }
+            // Receiving: the stream fed a segment at a time, each FPDU checked and its
+            // ULPDU placed into a registered memory region as the dataplane places it:
+            // from where it arrived, between the markers if there are any.
+            let mr = MemoryRegion::new(0x100, 1, 0, len, Access::all()).unwrap();
+            let mr2 = MemoryRegion::new(0x100, 1, 0, len, Access::all()).unwrap();
+            names.push((m, "receive"));
+            cases.push((
+                len * 16,
+                Box::new(move || {
+                    let no_hints = CrcHints::new();
+                    let mut d = Deframer::new(mode);
+                    for w in cuts.windows(2) {
+                        d.push_runs_hinted(&stream[w[0]..w[1]], &no_hints, |f| {
+                            mr.write_runs(0, &f.ulpdu, true).unwrap();
+                        })
+                        .unwrap();
+                    }
+                    black_box(&mr);
+                }),
+            ));
+            if mode.markers {
+                // For comparison: the ULPDU copied out from between the markers first,
+                // then placed (what the dataplane did before it placed from the runs).
+                names.push((m, "receive, copied out"));
+                cases.push((
+                    len * 16,
+                    Box::new(move || {
+                        let mut d = Deframer::new(mode);
+                        for w in cuts.windows(2) {
+                            d.push(&stream[w[0]..w[1]], |f| {
+                                mr2.write_last_visible_last(0, f.ulpdu).unwrap();
+                            })
+                            .unwrap();
+                        }
+                        black_box(&mr2);
+                    }),
+                ));
+            }
+        }
+        let mut refs: Vec<(usize, &mut dyn FnMut())> = cases
+            .iter_mut()
+            .map(|(bytes, f)| (*bytes, &mut **f as &mut dyn FnMut()))
+            .collect();
+        let got = bench.set(&mut refs);
+        let fig = |m: usize, case: &str| {
+            let i = names.iter().position(|&n| n == (m, case)).unwrap();
+            got[i]
+        };
+        for (m, (mode, ulpdu, _, _)) in inputs.iter().enumerate() {
+            let len = ulpdu.len();
             let tag = format!(
                 "{label} {}{}",
                 if mode.crc { "crc" } else { "nocrc" },
                 if mode.markers { "+markers" } else { "" }
             );
-
-            // Framing a ULPDU into a record: one pass (copy, CRC, sum, markers).
-            let mut out = Vec::with_capacity(len + 1024);
-            let mut framing = |mut framer: Framer| {
-                bench.gibps(len, || {
-                    out.clear();
-                    black_box(
-                        framer
-                            .frame_vectored(&[black_box(&ulpdu)], &mut out)
-                            .unwrap(),
-                    );
-                    black_box(&out);
-                })
-            };
-            let frame = framing(Framer::new(mode));
+            let crc_alone = fig(m, "crc alone");
+            let copy_then_crc = fig(m, "copy then crc");
+            let frame = fig(m, "frame");
             row(&format!("frame {tag} / crc alone"), len, frame, crc_alone);
             if mode.crc {
-                // For a port that fills TCP checksums: the pass takes no sum.
-                let frame_no_sum = framing(Framer::new(mode).with_sums(false));
                 row(
                     &format!("frame {tag}, no sum (offload) / crc alone"),
                     len,
-                    frame_no_sum,
+                    fig(m, "frame, no sum"),
                     crc_alone,
                 );
             }
-
-            // Receiving: a stream of 16 FPDUs fed a segment at a time (each segment holds
-            // whole FPDUs, as RFC 5044 section 5.3 has senders do), each checked and its
-            // ULPDU placed into a registered memory region as the dataplane places it:
-            // from where it arrived, between the markers if there are any.
-            let mut framer = Framer::new(mode);
-            let mut stream = Vec::new();
-            let mut cuts = vec![0];
-            for _ in 0..16 {
-                framer.frame(&ulpdu, &mut stream).unwrap();
-                cuts.push(stream.len());
-            }
-            let mr = MemoryRegion::new(0x100, 1, 0, len, Access::all()).unwrap();
-            let no_hints = CrcHints::new();
-            let receive = bench.gibps(len * 16, || {
-                let mut d = Deframer::new(mode);
-                for w in cuts.windows(2) {
-                    d.push_runs_hinted(&stream[w[0]..w[1]], &no_hints, |f| {
-                        mr.write_runs(0, &f.ulpdu, true).unwrap();
-                    })
-                    .unwrap();
-                }
-                black_box(&mr);
-            });
+            let receive = fig(m, "receive");
             row(
                 &format!("receive {tag} / copy-then-crc"),
                 len,
@@ -198,26 +280,13 @@ fn main() {
                 copy_then_crc,
             );
             if mode.markers {
-                // For comparison: the ULPDU copied out from between the markers first, then
-                // placed (what the dataplane did before it placed from the runs).
-                let copied_out = bench.gibps(len * 16, || {
-                    let mut d = Deframer::new(mode);
-                    for w in cuts.windows(2) {
-                        d.push(&stream[w[0]..w[1]], |f| {
-                            mr.write_last_visible_last(0, f.ulpdu).unwrap();
-                        })
-                        .unwrap();
-                    }
-                    black_box(&mr);
-                });
                 row(
                     &format!("receive {tag}, copied out / from runs"),
                     len,
-                    copied_out,
+                    fig(m, "receive, copied out"),
                     receive,
                 );
             }
-            by_mode.insert((label, mode.markers, mode.crc), (frame, receive));
             if mode.crc && !mode.markers && (label == "mtu1500" || label == "max") {
                 targets.push((
                     format!("framing with CRC / CRC alone, {label} ({len} B)"),
@@ -233,18 +302,15 @@ fn main() {
                 ));
             }
         }
-    }
-    for label in ["mtu1500", "mtu9000", "max"] {
-        let (f0, r0) = by_mode[&(label, false, true)];
-        let (f1, r1) = by_mode[&(label, true, true)];
+        // Markers against none, both with CRC (modes 1 and 0).
         targets.push((
             format!("framing with markers / without, {label}"),
-            f1 / f0,
+            fig(1, "frame") / fig(0, "frame"),
             0.7,
         ));
         targets.push((
             format!("receive with markers / without, {label}"),
-            r1 / r0,
+            fig(1, "receive") / fig(0, "receive"),
             0.7,
         ));
     }
