@@ -58,6 +58,15 @@ impl Bench {
     }
 }
 
+/// The ULPDU of one FPDU mode, and a stream of 16 FPDUs carrying it with the offsets
+/// where each ends.
+struct Input {
+    mode: FpduMode,
+    ulpdu: Vec<u8>,
+    stream: Vec<u8>,
+    cuts: Vec<usize>,
+}
+
 /// CRC32c alone, as the project computed it before the one-pass kernels (crc-fast).
 fn crc_fast(data: &[u8]) -> u32 {
     crc_fast::checksum(crc_fast::CrcAlgorithm::Crc32Iscsi, data) as u32
@@ -146,7 +155,7 @@ fn main() {
     for &(label, emss) in &[("mtu1500", 1460usize), ("mtu9000", 8960), ("max", 65535)] {
         // Per mode: the ULPDU, and a stream of 16 FPDUs carrying it, cut where each ends
         // (each segment holds whole FPDUs, as RFC 5044 section 5.3 has senders do).
-        let inputs: Vec<(FpduMode, Vec<u8>, Vec<u8>, Vec<usize>)> = modes
+        let inputs: Vec<Input> = modes
             .iter()
             .map(|&mode| {
                 let len = mulpdu(emss, mode.markers);
@@ -158,13 +167,24 @@ fn main() {
                     framer.frame(&ulpdu, &mut stream).unwrap();
                     cuts.push(stream.len());
                 }
-                (mode, ulpdu, stream, cuts)
+                Input {
+                    mode,
+                    ulpdu,
+                    stream,
+                    cuts,
+                }
             })
             .collect();
         // (mode index, case) -> (octets per call, the case).
         let mut names: Vec<(usize, &str)> = Vec::new();
         let mut cases: Vec<(usize, Box<dyn FnMut() + '_>)> = Vec::new();
-        for (m, (mode, ulpdu, stream, cuts)) in inputs.iter().enumerate() {
+        for (m, input) in inputs.iter().enumerate() {
+            let Input {
+                mode,
+                ulpdu,
+                stream,
+                cuts,
+            } = input;
             let (mode, len) = (*mode, ulpdu.len());
             // The references use the fastest CRC32c there is here (the kernel's, which is
             // faster than crc-fast on every CPU measured so far), so that a ratio above 1
@@ -253,7 +273,7 @@ fn main() {
             let i = names.iter().position(|&n| n == (m, case)).unwrap();
             got[i]
         };
-        for (m, (mode, ulpdu, _, _)) in inputs.iter().enumerate() {
+        for (m, Input { mode, ulpdu, .. }) in inputs.iter().enumerate() {
             let len = ulpdu.len();
             let tag = format!(
                 "{label} {}{}",
