@@ -542,42 +542,45 @@ impl SendQueue {
         }
     }
 
-    /// For each record overlapping `[una, high)` (stream offsets), from the first: the
-    /// octets of it in that range and whether it is presumed lost (IsLost, RFC 6675
-    /// section 4: not SACKed, and more than `(DupThresh - 1) * SMSS` octets or at least
-    /// DupThresh records SACKed above it; DupThresh = 3).
-    fn scan(&self, una: u64, high: u64, smss: u64) -> (usize, Vec<(u64, bool)>) {
+    /// Visits each record overlapping `[una, high)` (stream offsets), from the last down
+    /// to the first, with the octets of it in that range, whether it is presumed lost
+    /// (IsLost, RFC 6675 section 4: not SACKed, and more than `(DupThresh - 1) * SMSS`
+    /// octets or at least DupThresh records SACKed above it; DupThresh = 3), and whether
+    /// any record above it in the range is SACKed. One pass, no allocation: it runs on
+    /// every ACK and every transmission of a recovery.
+    fn scan_down(
+        &self,
+        una: u64,
+        high: u64,
+        smss: u64,
+        mut visit: impl FnMut(&Record, u64, bool, bool),
+    ) {
         let first = self.recs.partition_point(|r| r.end() <= una);
         let last = self.recs.partition_point(|r| r.off < high);
-        let mut out = vec![(0u64, false); last.saturating_sub(first)];
         let (mut bytes, mut count) = (0u64, 0u32);
-        for k in (first..last).rev() {
-            let r = &self.recs[k];
+        for r in self.recs.range(first..last.max(first)).rev() {
             let span = r.end().min(high) - r.off.max(una);
             let lost = !r.sacked && (bytes > 2 * smss || count >= 3);
-            out[k - first] = (span, lost);
+            visit(r, span, lost, count > 0);
             if r.sacked {
                 bytes += span;
                 count += 1;
             }
         }
-        (first, out)
     }
 
     /// RFC 6675 SetPipe over `[una, high)`: octets not SACKed and not presumed lost, plus
     /// octets retransmitted in this recovery.
     pub fn pipe(&self, una: u64, high: u64, smss: u64) -> u64 {
-        let (first, scan) = self.scan(una, high, smss);
         let mut pipe = 0;
-        for (k, &(span, lost)) in scan.iter().enumerate() {
-            let r = &self.recs[first + k];
+        self.scan_down(una, high, smss, |r, span, lost, _| {
             if !r.sacked && !lost {
                 pipe += span;
             }
             if r.rtx {
                 pipe += span;
             }
-        }
+        });
         pipe
     }
 
@@ -594,32 +597,30 @@ impl SendQueue {
 
     /// IsLost for the record holding `una`.
     pub fn first_is_lost(&self, una: u64, high: u64, smss: u64) -> bool {
-        let (_, scan) = self.scan(una, high, smss);
-        scan.first().is_some_and(|&(_, lost)| lost)
+        // The first record is the last one visited.
+        let mut first_lost = false;
+        self.scan_down(una, high, smss, |_, _, lost, _| first_lost = lost);
+        first_lost
     }
 
     /// NextSeg rules 1 or 3 (RFC 6675 section 4) at record granularity: the start of the
     /// first record to retransmit under `rule`, if any.
     pub fn next_hole(&self, una: u64, high: u64, smss: u64, rule: HoleRule) -> Option<u64> {
-        let (first, scan) = self.scan(una, high, smss);
-        let mut sacked_above = vec![false; scan.len() + 1];
-        for k in (0..scan.len()).rev() {
-            sacked_above[k] = sacked_above[k + 1] || self.recs[first + k].sacked;
-        }
-        for (k, &(_, lost)) in scan.iter().enumerate() {
-            let r = &self.recs[first + k];
+        // Visited from the last down: the last pick is the first record's.
+        let mut hole = None;
+        self.scan_down(una, high, smss, |r, _, lost, sacked_above| {
             if r.sacked || r.rtx {
-                continue;
+                return;
             }
             let pick = match rule {
                 HoleRule::Lost => lost,
-                HoleRule::Unsacked => sacked_above[k + 1],
+                HoleRule::Unsacked => sacked_above,
             };
             if pick {
-                return Some(r.off.max(una));
+                hole = Some(r.off.max(una));
             }
-        }
-        None
+        });
+        hole
     }
 
     /// Plans a retransmission from `start` (a record start or SND.UNA) packing the records
@@ -763,6 +764,82 @@ mod tests {
         assert_eq!(q.record_bounds(650), Some((600, 1600)));
         assert!(q.is_boundary(300));
         assert!(!q.is_boundary(301));
+    }
+
+    /// RFC 6675's IsLost, SetPipe and NextSeg written as plainly as they read, over a
+    /// list of `(offset, length, sacked, retransmitted)` records: the reference for the
+    /// scoreboard's one-pass forms.
+    fn scoreboard_reference(
+        recs: &[(u64, u64, bool, bool)],
+        una: u64,
+        high: u64,
+        smss: u64,
+    ) -> (u64, bool, Option<u64>, Option<u64>) {
+        let inside: Vec<_> = recs
+            .iter()
+            .filter(|r| r.0 + r.1 > una && r.0 < high)
+            .collect();
+        let span = |r: &(u64, u64, bool, bool)| (r.0 + r.1).min(high) - r.0.max(una);
+        let is_lost = |k: usize| {
+            let above = &inside[k + 1..];
+            let bytes: u64 = above.iter().filter(|r| r.2).map(|r| span(r)).sum();
+            let count = above.iter().filter(|r| r.2).count();
+            !inside[k].2 && (bytes > 2 * smss || count >= 3)
+        };
+        let mut pipe = 0;
+        for (k, r) in inside.iter().enumerate() {
+            if !r.2 && !is_lost(k) {
+                pipe += span(r);
+            }
+            if r.3 {
+                pipe += span(r);
+            }
+        }
+        let first_lost = !inside.is_empty() && is_lost(0);
+        let hole = |unsacked: bool| {
+            (0..inside.len())
+                .find(|&k| {
+                    let r = inside[k];
+                    !r.2 && !r.3
+                        && if unsacked {
+                            inside[k + 1..].iter().any(|r| r.2)
+                        } else {
+                            is_lost(k)
+                        }
+                })
+                .map(|k| inside[k].0.max(una))
+        };
+        (pipe, first_lost, hole(false), hole(true))
+    }
+
+    proptest::proptest! {
+        /// SetPipe, IsLost of the first record and NextSeg (both rules), as the scoreboard
+        /// computes them in one pass, against the plain reference: random records, SACKs,
+        /// retransmissions, and ranges that start and end inside records.
+        #[test]
+        fn scoreboard_agrees_with_rfc_6675_written_plainly(
+            sizes in proptest::collection::vec(1usize..400, 1..40),
+            sacks in proptest::collection::vec((0u64..8000, 0u64..1500), 0..6),
+            rtx in proptest::collection::vec((0u64..8000, 1usize..1200), 0..3),
+            una in 0u64..4000,
+            high_extra in 0u64..9000,
+            smss in 50u64..300,
+        ) {
+            let mut q = q(&sizes);
+            for &(lo, len) in &sacks {
+                q.mark_sacked(lo, lo + len);
+            }
+            for &(start, len) in &rtx {
+                q.mark_rtx(start, len);
+            }
+            let recs: Vec<_> = q.recs.iter().map(|r| (r.off, r.end() - r.off, r.sacked, r.rtx)).collect();
+            let high = una + high_extra;
+            let (pipe, first_lost, lost_hole, unsacked_hole) = scoreboard_reference(&recs, una, high, smss);
+            proptest::prop_assert_eq!(q.pipe(una, high, smss), pipe);
+            proptest::prop_assert_eq!(q.first_is_lost(una, high, smss), first_lost);
+            proptest::prop_assert_eq!(q.next_hole(una, high, smss, HoleRule::Lost), lost_hole);
+            proptest::prop_assert_eq!(q.next_hole(una, high, smss, HoleRule::Unsacked), unsacked_hole);
+        }
     }
 
     #[test]
