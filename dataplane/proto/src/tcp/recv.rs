@@ -105,35 +105,37 @@ impl RecvBuffer {
             return res;
         }
         res.out_of_order = true;
-        // Pieces of [off, end) not yet held.
-        let mut pieces: Vec<(u64, u64)> = Vec::new();
-        let mut pos = off;
-        if let Some((&s, v)) = self.ooo.range(..=off).next_back() {
-            pos = pos.max(s + v.len() as u64);
-        }
-        for (&s, v) in self.ooo.range(off..end) {
-            if s > pos {
-                pieces.push((pos, s));
-            }
-            pos = pos.max(s + v.len() as u64);
-        }
-        if pos < end {
-            pieces.push((pos, end));
-        }
-        if pieces.is_empty() {
+        // The pieces of [off, end) not yet held, counted first (no list is made: this runs
+        // for every out-of-order segment).
+        let mut pieces = 0;
+        self.for_each_missing(off, end, |_, _| pieces += 1);
+        if pieces == 0 {
             res.duplicate = true;
             self.note_recent(off);
             return res;
         }
-        if self.ooo.len() + pieces.len() > self.max_blocks + 1 {
+        if self.ooo.len() + pieces > self.max_blocks + 1 {
             // Too fragmented: drop the segment, the peer will send it again (bounds the
             // work a hostile peer can cause).
             return res;
         }
-        for &(a, b) in &pieces {
-            let piece = data[(a - off) as usize..(b - off) as usize].to_vec();
+        while let Some((a, b)) = self.first_missing(off, end) {
+            let piece = &data[(a - off) as usize..(b - off) as usize];
             self.ooo_bytes += piece.len();
-            self.ooo.insert(a, piece);
+            // A piece that continues the block before it (the segments after a hole,
+            // arriving in order) extends that block in place: each octet is copied once,
+            // not again at every merge.
+            match self
+                .ooo
+                .range_mut(..a)
+                .next_back()
+                .filter(|(s, v)| **s + v.len() as u64 == a)
+            {
+                Some((_, v)) => v.extend_from_slice(piece),
+                None => {
+                    self.ooo.insert(a, piece.to_vec());
+                }
+            }
         }
         self.coalesce(off, end);
         if self.ooo.len() > self.max_blocks {
@@ -169,33 +171,70 @@ impl RecvBuffer {
         self.recent.truncate(8);
     }
 
-    /// Merges the blocks overlapping or touching `[lo, hi)` into one.
+    /// Calls `f(a, b)` for each range `[a, b)` of `[lo, hi)` that no block holds, in order.
+    fn for_each_missing(&self, lo: u64, hi: u64, mut f: impl FnMut(u64, u64)) {
+        let mut pos = lo;
+        if let Some((&s, v)) = self.ooo.range(..=lo).next_back() {
+            pos = pos.max(s + v.len() as u64);
+        }
+        for (&s, v) in self.ooo.range(lo..hi) {
+            if s > pos {
+                f(pos, s);
+            }
+            pos = pos.max(s + v.len() as u64);
+        }
+        if pos < hi {
+            f(pos, hi);
+        }
+    }
+
+    /// The first range of `[lo, hi)` that no block holds.
+    fn first_missing(&self, lo: u64, hi: u64) -> Option<(u64, u64)> {
+        let mut pos = lo;
+        if let Some((&s, v)) = self.ooo.range(..=lo).next_back() {
+            pos = pos.max(s + v.len() as u64);
+        }
+        for (&s, v) in self.ooo.range(lo..hi) {
+            if s > pos {
+                return Some((pos, s));
+            }
+            pos = pos.max(s + v.len() as u64);
+        }
+        (pos < hi).then_some((pos, hi))
+    }
+
+    /// Merges the blocks overlapping or touching `[lo, hi)` (which blocks now cover
+    /// whole) into one: the first of them grows by the octets of the others it lacks.
     fn coalesce(&mut self, lo: u64, hi: u64) {
-        let first = self
+        let Some(start) = self
             .ooo
-            .range(..lo)
+            .range(..=lo)
             .next_back()
             .filter(|(s, v)| **s + v.len() as u64 >= lo)
             .map(|(s, _)| *s)
-            .unwrap_or(lo);
-        let keys: Vec<u64> = self.ooo.range(first..=hi).map(|(s, _)| *s).collect();
-        if keys.len() < 2 {
+            .or_else(|| self.ooo.range(lo..=hi).next().map(|(s, _)| *s))
+        else {
             return;
-        }
-        let mut merged: Vec<u8> = Vec::new();
-        let start = keys[0];
-        for k in keys {
-            if let Some(v) = self.ooo.remove(&k) {
-                let at = (k - start) as usize;
-                if at >= merged.len() {
-                    merged.extend_from_slice(&v);
-                } else if at + v.len() > merged.len() {
-                    let skip = merged.len() - at;
-                    merged.extend_from_slice(&v[skip..]);
-                }
+        };
+        loop {
+            let Some(next) = self.ooo.range(start + 1..=hi).next().map(|(s, _)| *s) else {
+                return;
+            };
+            let Some(v) = self.ooo.remove(&next) else {
+                return;
+            };
+            let Some(merged) = self.ooo.get_mut(&start) else {
+                return;
+            };
+            // The blocks from `start` cover [lo, hi) without a gap: `next` starts inside
+            // or right at the end of `merged`.
+            let end = start + merged.len() as u64;
+            debug_assert!(next <= end, "a gap inside a covered range");
+            let skip = (end - next) as usize;
+            if skip < v.len() {
+                merged.extend_from_slice(&v[skip..]);
             }
         }
-        self.ooo.insert(start, merged);
     }
 
     /// Moves out-of-order blocks that now touch the in-order point into `ready`.
@@ -349,6 +388,46 @@ mod tests {
         let mut reports = Vec::new();
         r.drain_reports(|o, d| reports.push((o, d.len())));
         assert_eq!(reports, vec![(10, 5), (20, 5), (13, 9)]);
+    }
+
+    proptest::proptest! {
+        /// Segments of a stream arriving in any order, overlapping, duplicated: the
+        /// in-order octets are the stream's, and the blocks held are disjoint, not
+        /// adjacent, beyond RCV.NXT, at most `max_blocks`, hold the stream's octets and
+        /// add up to `ooo_bytes`.
+        #[test]
+        fn reassembly_holds_the_stream(
+            segs in proptest::collection::vec((0u64..3000, 1usize..400), 1..60),
+            max_blocks in 1usize..12,
+        ) {
+            let stream = bytes(0, 4000);
+            let mut r = RecvBuffer::new(max_blocks, false, 0);
+            let mut got = Vec::new();
+            for &(off, len) in segs.iter().chain([(0u64, 1usize)].iter()) {
+                let off = off.max(r.nxt().saturating_sub(50));
+                let end = (off as usize + len).min(stream.len());
+                r.insert(off, &stream[off as usize..end]);
+                r.drain(usize::MAX, |o, d| {
+                    assert_eq!(o as usize, got.len());
+                    got.extend_from_slice(d);
+                });
+                proptest::prop_assert_eq!(&got[..], &stream[..got.len()]);
+                let mut held = 0;
+                let mut prev_end = None;
+                for (&s, v) in &r.ooo {
+                    proptest::prop_assert!(s > r.nxt(), "a block at or before RCV.NXT");
+                    proptest::prop_assert!(!v.is_empty());
+                    if let Some(e) = prev_end {
+                        proptest::prop_assert!(s > e, "blocks overlap or touch");
+                    }
+                    proptest::prop_assert_eq!(&v[..], &stream[s as usize..s as usize + v.len()]);
+                    prev_end = Some(s + v.len() as u64);
+                    held += v.len();
+                }
+                proptest::prop_assert!(r.ooo.len() <= max_blocks);
+                proptest::prop_assert_eq!(r.ooo_bytes(), held);
+            }
+        }
     }
 
     #[test]
