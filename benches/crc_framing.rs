@@ -28,25 +28,23 @@ impl Bench {
     /// Best throughputs in GiB/s of a set of cases measured in alternation: each round
     /// times every case once, so that the machine changing speed from one moment to the
     /// next (virtual machines do, by tens of percent for seconds at a time) moves the
-    /// figures of a set alike, and a ratio between two of them compares the same moments.
-    fn set(&self, cases: &mut [(usize, &mut dyn FnMut())]) -> Vec<f64> {
+    /// figures of a set alike, and the best rounds of two cases, which a ratio compares,
+    /// come from the same stretch of time. A case is `(octets per call, f)`, where `f(n)`
+    /// makes `n` calls (one dynamic call per round, not per call: see [`case`]).
+    fn set(&self, cases: &mut [(usize, &mut dyn FnMut(usize))]) -> Vec<f64> {
         let calls: Vec<usize> = cases
             .iter()
             .map(|(bytes, _)| (ROUND_BYTES / bytes).max(1))
             .collect();
         // Warm up caches and the branch predictor.
         for ((_, f), &n) in cases.iter_mut().zip(&calls) {
-            for _ in 0..n.min(64) {
-                f();
-            }
+            f(n.min(64));
         }
         let mut best = vec![Duration::MAX; cases.len()];
         for _ in 0..self.rounds {
             for (i, (_, f)) in cases.iter_mut().enumerate() {
                 let t = Instant::now();
-                for _ in 0..calls[i] {
-                    f();
-                }
+                f(calls[i]);
                 best[i] = best[i].min(t.elapsed());
             }
         }
@@ -56,6 +54,18 @@ impl Bench {
             .map(|((bytes, _), (&n, b))| (n * bytes) as f64 / b.as_secs_f64() / (1u64 << 30) as f64)
             .collect()
     }
+}
+
+/// A case of [`Bench::set`]: a closure making `n` calls.
+type Case<'a> = Box<dyn FnMut(usize) + 'a>;
+
+/// A case of [`Bench::set`]: `f` called `n` times in a loop compiled with it.
+fn case<'a>(mut f: impl FnMut() + 'a) -> Case<'a> {
+    Box::new(move |n| {
+        for _ in 0..n {
+            f();
+        }
+    })
 }
 
 /// The ULPDU of one FPDU mode, and a stream of 16 FPDUs carrying it with the offsets
@@ -102,26 +112,46 @@ fn main() {
     for &size in &[64usize, 1454, 8954, 64768] {
         let src: Vec<u8> = (0..size).map(|i| (i * 131 + 7) as u8).collect();
         let (mut d1, mut d2, mut d3) = (vec![0u8; size], vec![0u8; size], vec![0u8; size]);
-        let got = bench.set(&mut [
-            (size, &mut || {
-                d1.copy_from_slice(black_box(&src));
-                black_box(&mut d1);
-            }),
-            (size, &mut || {
-                black_box(crc_fast(black_box(&src)));
-            }),
-            (size, &mut || {
-                black_box(kernels::crc32c_append(0, black_box(&src)));
-            }),
-            (size, &mut || {
-                d2.copy_from_slice(black_box(&src));
-                black_box(kernels::crc32c_append(0, &d2));
-                black_box(checksum::data(&d2));
-            }),
-            (size, &mut || {
-                black_box(kernels::copy_crc32c_sum(&mut d3, black_box(&src), 0));
-            }),
-        ]);
+        let mut cases = [
+            (
+                size,
+                case(|| {
+                    d1.copy_from_slice(black_box(&src));
+                    black_box(&mut d1);
+                }),
+            ),
+            (
+                size,
+                case(|| {
+                    black_box(crc_fast(black_box(&src)));
+                }),
+            ),
+            (
+                size,
+                case(|| {
+                    black_box(kernels::crc32c_append(0, black_box(&src)));
+                }),
+            ),
+            (
+                size,
+                case(|| {
+                    d2.copy_from_slice(black_box(&src));
+                    black_box(kernels::crc32c_append(0, &d2));
+                    black_box(checksum::data(&d2));
+                }),
+            ),
+            (
+                size,
+                case(|| {
+                    black_box(kernels::copy_crc32c_sum(&mut d3, black_box(&src), 0));
+                }),
+            ),
+        ];
+        let mut refs: Vec<(usize, &mut dyn FnMut(usize))> = cases
+            .iter_mut()
+            .map(|(n, f)| (*n, &mut **f as &mut dyn FnMut(usize)))
+            .collect();
+        let got = bench.set(&mut refs);
         let [memcpy, crc, ours, three, fused] = got[..] else {
             unreachable!("five cases")
         };
@@ -177,7 +207,7 @@ fn main() {
             .collect();
         // (mode index, case) -> (octets per call, the case).
         let mut names: Vec<(usize, &str)> = Vec::new();
-        let mut cases: Vec<(usize, Box<dyn FnMut() + '_>)> = Vec::new();
+        let mut cases: Vec<(usize, Case<'_>)> = Vec::new();
         for (m, input) in inputs.iter().enumerate() {
             let Input {
                 mode,
@@ -192,7 +222,7 @@ fn main() {
             names.push((m, "crc alone"));
             cases.push((
                 len,
-                Box::new(move || {
+                case(move || {
                     black_box(kernels::crc32c_append(0, black_box(ulpdu)));
                 }),
             ));
@@ -200,7 +230,7 @@ fn main() {
             names.push((m, "copy then crc"));
             cases.push((
                 len,
-                Box::new(move || {
+                case(move || {
                     dst.copy_from_slice(black_box(ulpdu));
                     black_box(kernels::crc32c_append(0, &dst));
                 }),
@@ -219,11 +249,11 @@ fn main() {
                 }
             };
             names.push((m, "frame"));
-            cases.push((len, Box::new(framing(Framer::new(mode)))));
+            cases.push((len, case(framing(Framer::new(mode)))));
             if mode.crc {
                 // For a port that fills TCP checksums: the pass takes no sum.
                 names.push((m, "frame, no sum"));
-                cases.push((len, Box::new(framing(Framer::new(mode).with_sums(false)))));
+                cases.push((len, case(framing(Framer::new(mode).with_sums(false)))));
             }
             // Receiving: the stream fed a segment at a time, each FPDU checked and its
             // ULPDU placed into a registered memory region as the dataplane places it:
@@ -233,7 +263,7 @@ fn main() {
             names.push((m, "receive"));
             cases.push((
                 len * 16,
-                Box::new(move || {
+                case(move || {
                     let no_hints = CrcHints::new();
                     let mut d = Deframer::new(mode);
                     for w in cuts.windows(2) {
@@ -251,7 +281,7 @@ fn main() {
                 names.push((m, "receive, copied out"));
                 cases.push((
                     len * 16,
-                    Box::new(move || {
+                    case(move || {
                         let mut d = Deframer::new(mode);
                         for w in cuts.windows(2) {
                             d.push(&stream[w[0]..w[1]], |f| {
@@ -264,9 +294,9 @@ fn main() {
                 ));
             }
         }
-        let mut refs: Vec<(usize, &mut dyn FnMut())> = cases
+        let mut refs: Vec<(usize, &mut dyn FnMut(usize))> = cases
             .iter_mut()
-            .map(|(bytes, f)| (*bytes, &mut **f as &mut dyn FnMut()))
+            .map(|(bytes, f)| (*bytes, &mut **f as &mut dyn FnMut(usize)))
             .collect();
         let got = bench.set(&mut refs);
         let fig = |m: usize, case: &str| {

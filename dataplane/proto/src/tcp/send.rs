@@ -555,6 +555,7 @@ impl SendQueue {
         smss: u64,
         mut visit: impl FnMut(&Record, u64, bool, bool),
     ) {
+        debug_assert!(una <= high, "scoreboard range {una}..{high}");
         let first = self.recs.partition_point(|r| r.end() <= una);
         let last = self.recs.partition_point(|r| r.off < high);
         let (mut bytes, mut count) = (0u64, 0u32);
@@ -766,9 +767,12 @@ mod tests {
         assert!(!q.is_boundary(301));
     }
 
-    /// RFC 6675's IsLost, SetPipe and NextSeg written as plainly as they read, over a
+    /// IsLost, SetPipe and NextSeg as the scoreboard states them (RFC 6675 at record
+    /// granularity: SACKed records counted rather than discontiguous SACKed sequences, a
+    /// record's retransmitted mark for HighRxt), written as plainly as they read over a
     /// list of `(offset, length, sacked, retransmitted)` records: the reference for the
-    /// scoreboard's one-pass forms.
+    /// one-pass forms (it shows the single pass changed nothing, not that the record
+    /// granularity is RFC 6675's own).
     fn scoreboard_reference(
         recs: &[(u64, u64, bool, bool)],
         una: u64,
@@ -814,10 +818,10 @@ mod tests {
 
     proptest::proptest! {
         /// SetPipe, IsLost of the first record and NextSeg (both rules), as the scoreboard
-        /// computes them in one pass, against the plain reference: random records, SACKs,
+        /// computes them in one pass, against the plain statement: random records, SACKs,
         /// retransmissions, and ranges that start and end inside records.
         #[test]
-        fn scoreboard_agrees_with_rfc_6675_written_plainly(
+        fn scoreboard_agrees_with_its_plain_statement(
             sizes in proptest::collection::vec(1usize..400, 1..40),
             sacks in proptest::collection::vec((0u64..8000, 0u64..1500), 0..6),
             rtx in proptest::collection::vec((0u64..8000, 1usize..1200), 0..3),
