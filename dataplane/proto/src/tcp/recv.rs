@@ -25,8 +25,10 @@ pub(crate) struct RecvBuffer {
     /// In-order octets not yet taken by the consumer; the first is at `read_off`.
     ready: VecDeque<u8>,
     read_off: u64,
-    /// Out-of-order blocks, disjoint and not adjacent, all beyond `nxt()`.
-    ooo: BTreeMap<u64, Vec<u8>>,
+    /// Out-of-order blocks, disjoint and not adjacent, all beyond `nxt()`. Ring buffers,
+    /// so that a block grows at either end for the cost of what it gains (a hole filled
+    /// from the top down prepends each piece) and two blocks joined cost the smaller.
+    ooo: BTreeMap<u64, VecDeque<u8>>,
     ooo_bytes: usize,
     max_blocks: usize,
     /// Stream offsets of the most recently received out-of-order segments, newest first
@@ -125,22 +127,8 @@ impl RecvBuffer {
             from = b;
             let piece = &data[(a - off) as usize..(b - off) as usize];
             self.ooo_bytes += piece.len();
-            // A piece that continues the block before it (the segments after a hole,
-            // arriving in order) extends that block in place: each octet is copied once,
-            // not again at every merge.
-            match self
-                .ooo
-                .range_mut(..a)
-                .next_back()
-                .filter(|(s, v)| **s + v.len() as u64 == a)
-            {
-                Some((_, v)) => v.extend_from_slice(piece),
-                None => {
-                    self.ooo.insert(a, piece.to_vec());
-                }
-            }
+            self.put_piece(a, b, piece);
         }
-        self.coalesce(off, end);
         if self.ooo.len() > self.max_blocks {
             // Still too many blocks: forget the highest one (never the one just added
             // unless it is the highest; either way data is only re-requested, not lost).
@@ -206,45 +194,49 @@ impl RecvBuffer {
         (pos < hi).then_some((pos, hi))
     }
 
-    /// Merges the blocks overlapping or touching `[lo, hi)` (which blocks now cover
-    /// whole) into one: the first of them grows by the octets of the others it lacks.
-    /// Segments that arrive in order after a hole extend their block in place (in
-    /// `insert`) and leave nothing to merge; a piece that ends where a block starts (a
-    /// hole filled from the top down) still copies that block once per piece, bounded by
-    /// the receive window as before.
-    fn coalesce(&mut self, lo: u64, hi: u64) {
-        let Some(start) = self
+    /// Holds `piece`, the octets `[a, b)` that no block holds, keeping the blocks disjoint
+    /// and not adjacent: it joins the block that ends at `a` (appended) and the one that
+    /// starts at `b` (prepended), and when it bridges the two, the smaller of them moves
+    /// into the larger. Each octet is copied once when it arrives and again only when its
+    /// block is the smaller of two joined, so a window's worth of segments costs
+    /// O(n log n) copying in any order of arrival.
+    fn put_piece(&mut self, a: u64, b: u64, piece: &[u8]) {
+        let before = self
             .ooo
-            .range(..=lo)
+            .range(..a)
             .next_back()
-            .filter(|(s, v)| **s + v.len() as u64 >= lo)
-            .map(|(s, _)| *s)
-            .or_else(|| self.ooo.range(lo..=hi).next().map(|(s, _)| *s))
-        else {
-            return;
-        };
-        loop {
-            let Some(next) = self.ooo.range(start + 1..=hi).next().map(|(s, _)| *s) else {
-                return;
-            };
-            let Some(end) = self.ooo.get(&start).map(|m| start + m.len() as u64) else {
-                return;
-            };
-            // The blocks from `start` cover [lo, hi) without a gap, so `next` starts inside
-            // or right at the end of the merged block; a gap (never) ends the merge.
-            debug_assert!(next <= end, "a gap inside a covered range");
-            if next > end {
-                return;
+            .filter(|(s, v)| **s + v.len() as u64 == a)
+            .map(|(s, _)| *s);
+        let after = self.ooo.remove(&b);
+        match (before, after) {
+            (Some(s), None) => {
+                if let Some(v) = self.ooo.get_mut(&s) {
+                    v.extend(piece);
+                }
             }
-            let Some(v) = self.ooo.remove(&next) else {
-                return;
-            };
-            let Some(merged) = self.ooo.get_mut(&start) else {
-                return;
-            };
-            let skip = (end - next) as usize;
-            if skip < v.len() {
-                merged.extend_from_slice(&v[skip..]);
+            (None, Some(mut next)) => {
+                prepend(&mut next, piece);
+                self.ooo.insert(a, next);
+            }
+            (Some(s), Some(mut next)) => {
+                let Some(mut prev) = self.ooo.remove(&s) else {
+                    return;
+                };
+                prev.extend(piece);
+                if prev.len() >= next.len() {
+                    prev.append(&mut next);
+                    self.ooo.insert(s, prev);
+                } else {
+                    let (x, y) = prev.as_slices();
+                    let n = prev.len();
+                    next.extend(x);
+                    next.extend(y);
+                    next.rotate_right(n);
+                    self.ooo.insert(s, next);
+                }
+            }
+            (None, None) => {
+                self.ooo.insert(a, VecDeque::from(piece.to_vec()));
             }
         }
     }
@@ -259,13 +251,22 @@ impl RecvBuffer {
             if s > nxt {
                 break;
             }
-            let Some(v) = self.ooo.remove(&s) else {
+            let Some(mut v) = self.ooo.remove(&s) else {
                 break;
             };
             self.ooo_bytes -= v.len();
-            let skip = (nxt - s) as usize;
-            if skip < v.len() {
-                self.ready.extend(&v[skip..]);
+            v.drain(..((nxt - s) as usize).min(v.len()));
+            // The smaller of the two moves: a hole filled by one retransmission hands
+            // the whole block over, not a copy of it.
+            if self.ready.len() >= v.len() {
+                self.ready.append(&mut v);
+            } else {
+                let n = self.ready.len();
+                let (x, y) = self.ready.as_slices();
+                v.extend(x);
+                v.extend(y);
+                v.rotate_right(n);
+                self.ready = v;
             }
         }
         let nxt = self.nxt();
@@ -364,6 +365,12 @@ impl RecvBuffer {
     }
 }
 
+/// Puts `piece` in front of `v`, for the cost of the piece (appended, then rotated round).
+fn prepend(v: &mut VecDeque<u8>, piece: &[u8]) {
+    v.extend(piece);
+    v.rotate_right(piece.len());
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -432,7 +439,7 @@ mod tests {
                     if let Some(e) = prev_end {
                         proptest::prop_assert!(s > e, "blocks overlap or touch");
                     }
-                    proptest::prop_assert_eq!(&v[..], &stream[s as usize..s as usize + v.len()]);
+                    proptest::prop_assert!(v.iter().eq(&stream[s as usize..s as usize + v.len()]), "block at {} holds other octets", s);
                     prev_end = Some(s + v.len() as u64);
                     held += v.len();
                 }
@@ -480,7 +487,7 @@ mod tests {
                 // Delivered: a prefix of what was given; held: the rest of it.
                 let mut held = vec![false; stream.len()];
                 for (&s, v) in &r.ooo {
-                    proptest::prop_assert_eq!(&v[..], &stream[s as usize..s as usize + v.len()]);
+                    proptest::prop_assert!(v.iter().eq(&stream[s as usize..s as usize + v.len()]), "block at {} holds other octets", s);
                     for h in &mut held[s as usize..s as usize + v.len()] {
                         *h = true;
                     }
