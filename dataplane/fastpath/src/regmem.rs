@@ -399,6 +399,37 @@ impl RegionMemory {
         Ok(())
     }
 
+    /// The part the `append_*` copies share: checks `[offset, offset + len)` and holds a
+    /// pass on the region, makes room for `wire` octets at the end of `out`, has
+    /// `fill(dst, src)` write them from the region's octets, and makes them part of `out`.
+    ///
+    /// # Safety
+    ///
+    /// `fill` writes exactly `wire` octets at `dst` and reads at most `len` octets at
+    /// `src` (raw pointers only: other threads may access the region meanwhile).
+    unsafe fn append_with<R>(
+        &self,
+        offset: usize,
+        len: usize,
+        wire: usize,
+        out: &mut Vec<u8>,
+        fill: impl FnOnce(*mut u8, *const u8) -> R,
+    ) -> Result<R, AccessError> {
+        let _pass = self.enter(offset, len)?;
+        out.reserve(wire);
+        let start = out.len();
+        // SAFETY: `reserve` made room for `wire` octets past `start` (the pointer comes
+        // from the vector's buffer, not from a reference to its spare capacity); the
+        // source range is inside the region, valid while the pass is held, and is not
+        // `out`'s memory. `fill` writes all `wire` octets (the caller's promise) before
+        // `set_len` makes them part of the vector.
+        unsafe {
+            let r = fill(out.as_mut_ptr().add(start), self.at(offset));
+            out.set_len(start + wire);
+            Ok(r)
+        }
+    }
+
     /// Appends `len` octets from region offset `offset` to `out`.
     pub fn append_to(
         &self,
@@ -406,17 +437,12 @@ impl RegionMemory {
         len: usize,
         out: &mut Vec<u8>,
     ) -> Result<(), AccessError> {
-        let _pass = self.enter(offset, len)?;
-        out.reserve(len);
-        let start = out.len();
-        // SAFETY: `reserve` made room for `len` more octets past `start`; the source range
-        // is inside the region, valid while the pass is held. The octets are initialized
-        // by the copy before `set_len` makes them part of the vector.
+        // SAFETY: the copy writes `len` octets from `len` octets of the source.
         unsafe {
-            std::ptr::copy_nonoverlapping(self.at(offset), out.as_mut_ptr().add(start), len);
-            out.set_len(start + len);
+            self.append_with(offset, len, len, out, |dst, src| {
+                std::ptr::copy_nonoverlapping(src, dst, len)
+            })
         }
-        Ok(())
     }
 
     /// Appends `len` octets from region offset `offset` to `out` in one pass that also
@@ -429,23 +455,12 @@ impl RegionMemory {
         out: &mut Vec<u8>,
         crc: u32,
     ) -> Result<(u32, u64), AccessError> {
-        let _pass = self.enter(offset, len)?;
-        out.reserve(len);
-        let start = out.len();
-        // SAFETY: as in `append_to`: room for `len` octets past `start`, a source range
-        // inside the region, the two not overlapping; the kernel writes all `len` octets
-        // before `set_len`.
-        let r = unsafe {
-            let r = kernels::copy_crc32c_sum_raw(
-                out.as_mut_ptr().add(start),
-                self.at(offset),
-                len,
-                crc,
-            );
-            out.set_len(start + len);
-            r
-        };
-        Ok(r)
+        // SAFETY: the kernel writes `len` octets from `len` octets of the source.
+        unsafe {
+            self.append_with(offset, len, len, out, |dst, src| {
+                kernels::copy_crc32c_sum_raw(dst, src, len, crc)
+            })
+        }
     }
 
     /// Appends `len` octets from region offset `offset` to `out` with markers between them
@@ -461,26 +476,13 @@ impl RegionMemory {
         crc: u32,
         sum: bool,
     ) -> Result<(u32, u64), AccessError> {
-        let _pass = self.enter(offset, len)?;
-        let wire = markers.wire_len(len);
-        out.reserve(wire);
-        let start = out.len();
-        // SAFETY: room for the `wire` octets of the marked copy past `start`, a source
-        // range of `len` octets inside the region, the two not overlapping; the kernel
-        // writes all `wire` octets before `set_len`.
-        let r = unsafe {
-            let r = kernels::copy_marked_raw(
-                out.as_mut_ptr().add(start),
-                self.at(offset),
-                len,
-                markers,
-                crc,
-                sum,
-            );
-            out.set_len(start + wire);
-            r
-        };
-        Ok(r)
+        // SAFETY: the marked copy writes `markers.wire_len(len)` octets from `len` octets
+        // of the source.
+        unsafe {
+            self.append_with(offset, len, markers.wire_len(len), out, |dst, src| {
+                kernels::copy_marked_raw(dst, src, len, markers, crc, sum)
+            })
+        }
     }
 
     /// [`RegionMemory::append_crc32c_sum`] without the sum (for a port that fills TCP
@@ -492,19 +494,12 @@ impl RegionMemory {
         out: &mut Vec<u8>,
         crc: u32,
     ) -> Result<u32, AccessError> {
-        let _pass = self.enter(offset, len)?;
-        out.reserve(len);
-        let start = out.len();
-        // SAFETY: as in `append_crc32c_sum`: room for `len` octets past `start`, a source
-        // range inside the region, the two not overlapping; the kernel writes all `len`
-        // octets before `set_len`.
-        let r = unsafe {
-            let r =
-                kernels::copy_crc32c_raw(out.as_mut_ptr().add(start), self.at(offset), len, crc);
-            out.set_len(start + len);
-            r
-        };
-        Ok(r)
+        // SAFETY: the kernel writes `len` octets from `len` octets of the source.
+        unsafe {
+            self.append_with(offset, len, len, out, |dst, src| {
+                kernels::copy_crc32c_raw(dst, src, len, crc)
+            })
+        }
     }
 
     /// The octet at `offset`, loaded with Acquire (the reading side of

@@ -390,17 +390,30 @@ pub fn copy_crc32c(dst: &mut [u8], src: &[u8], crc: u32) -> u32 {
 /// [`copy_crc32c_sum`] into the end of `out` (which grows by `src.len()`, its new octets
 /// written once, with no zero fill first).
 pub fn append_crc32c_sum(out: &mut Vec<u8>, src: &[u8], crc: u32) -> (u32, u64) {
-    let len = src.len();
+    // SAFETY: the kernel writes `src.len()` octets; `src` is borrowed shared while `out`
+    // is borrowed mutably, so the two do not overlap.
+    unsafe {
+        append_with(out, src.len(), |dst| {
+            Kernel::best().run::<true, true>(dst, src.as_ptr(), src.len(), crc)
+        })
+    }
+}
+
+/// Makes room for `len` octets at the end of `out`, has `fill(dst)` write them, and makes
+/// them part of the vector: the appending forms' shared part.
+///
+/// # Safety
+///
+/// `fill` writes exactly `len` octets at `dst`, from memory that is not `out`'s.
+unsafe fn append_with<R>(out: &mut Vec<u8>, len: usize, fill: impl FnOnce(*mut u8) -> R) -> R {
     out.reserve(len);
     let start = out.len();
     // SAFETY: `reserve` left room for `len` octets past `start` (the pointer comes from the
-    // vector's buffer, not from a reference to its spare capacity); `src` is borrowed
-    // shared while `out` is borrowed mutably, so the two do not overlap. The kernel writes
-    // all `len` octets before `set_len` makes them part of the vector (if it panicked, the
-    // length would not change).
+    // vector's buffer, not from a reference to its spare capacity); `fill` writes all of
+    // them (the caller's promise) before `set_len` makes them part of the vector (if it
+    // panicked, the length would not change).
     unsafe {
-        let r =
-            Kernel::best().run::<true, true>(out.as_mut_ptr().add(start), src.as_ptr(), len, crc);
+        let r = fill(out.as_mut_ptr().add(start));
         out.set_len(start + len);
         r
     }
@@ -409,17 +422,13 @@ pub fn append_crc32c_sum(out: &mut Vec<u8>, src: &[u8], crc: u32) -> (u32, u64) 
 /// [`copy_crc32c`] into the end of `out` (which grows by `src.len()`, its new octets
 /// written once, with no zero fill first).
 pub fn append_crc32c(out: &mut Vec<u8>, src: &[u8], crc: u32) -> u32 {
-    let len = src.len();
-    out.reserve(len);
-    let start = out.len();
-    // SAFETY: as in `append_crc32c_sum`: room for `len` octets past `start`, `src` not
-    // overlapping `out`, every octet written before `set_len`.
+    // SAFETY: as in `append_crc32c_sum`.
     unsafe {
-        let r = Kernel::best()
-            .run::<true, false>(out.as_mut_ptr().add(start), src.as_ptr(), len, crc)
-            .0;
-        out.set_len(start + len);
-        r
+        append_with(out, src.len(), |dst| {
+            Kernel::best()
+                .run::<true, false>(dst, src.as_ptr(), src.len(), crc)
+                .0
+        })
     }
 }
 
@@ -525,23 +534,12 @@ impl Kernel {
         crc: u32,
         sum: bool,
     ) -> (u32, u64) {
-        let len = markers.wire_len(src.len());
-        out.reserve(len);
-        let start = out.len();
-        // SAFETY: `reserve` left room for `len` octets past `start`, the marked copy's
-        // length; `src` is borrowed shared while `out` is borrowed mutably, so the two do
-        // not overlap. The kernel writes all `len` octets before `set_len`.
+        // SAFETY: the marked copy writes `markers.wire_len(src.len())` octets; `src` is
+        // borrowed shared while `out` is borrowed mutably, so the two do not overlap.
         unsafe {
-            let r = self.copy_marked_raw(
-                out.as_mut_ptr().add(start),
-                src.as_ptr(),
-                src.len(),
-                markers,
-                crc,
-                sum,
-            );
-            out.set_len(start + len);
-            r
+            append_with(out, markers.wire_len(src.len()), |dst| {
+                self.copy_marked_raw(dst, src.as_ptr(), src.len(), markers, crc, sum)
+            })
         }
     }
 

@@ -287,6 +287,41 @@ fn words256(x: __m256i) -> __m256i {
     _mm256_add_epi64(lo, _mm256_srli_epi64(x, 32))
 }
 
+/// Folds four accumulators of consecutive 32-octet vectors into the last: accumulator
+/// `i` moves on by `3 - i` vectors.
+#[inline]
+#[target_feature(enable = "avx2,vpclmulqdq")]
+fn fold4(a0: __m256i, a1: __m256i, a2: __m256i, a3: __m256i) -> __m256i {
+    let f01 = _mm256_xor_si256(
+        fold256(a0, fold_k256::<768>()),
+        fold256(a1, fold_k256::<512>()),
+    );
+    let f23 = _mm256_xor_si256(fold256(a2, fold_k256::<256>()), a3);
+    _mm256_xor_si256(f01, f23)
+}
+
+/// The lower lane of `a` (the earlier 16 octets) folded onto the upper: the 128-bit
+/// remainder of a 256-bit accumulator.
+#[inline]
+#[target_feature(enable = "avx2,pclmulqdq")]
+fn fold_lanes(a: __m256i) -> __m128i {
+    _mm_xor_si128(
+        fold128(_mm256_castsi256_si128(a), fold_k128::<128>()),
+        _mm256_extracti128_si256(a, 1),
+    )
+}
+
+/// The four 64-bit sum lanes of `vsum`, added without loss.
+#[inline]
+#[target_feature(enable = "avx2,sse4.1")]
+fn lanes_sum(vsum: __m256i) -> u128 {
+    let s = _mm_add_epi64(
+        _mm256_castsi256_si128(vsum),
+        _mm256_extracti128_si256(vsum, 1),
+    );
+    u128::from(_mm_cvtsi128_si64(s) as u64) + u128::from(_mm_extract_epi64(s, 1) as u64)
+}
+
 /// [`take128`] on 32 octets.
 ///
 /// # Safety
@@ -394,13 +429,7 @@ pub(super) unsafe fn vpclmul<const COPY: bool, const SUM: bool>(
                 a3 = _mm256_xor_si256(fold256(a3, k), x3);
                 off += 128;
             }
-            // Fold the four into the last: accumulator `i` moves on by `3 - i` vectors.
-            let f01 = _mm256_xor_si256(
-                fold256(a0, fold_k256::<768>()),
-                fold256(a1, fold_k256::<512>()),
-            );
-            let f23 = _mm256_xor_si256(fold256(a2, fold_k256::<256>()), a3);
-            a = _mm256_xor_si256(f01, f23);
+            a = fold4(a0, a1, a2, a3);
         } else {
             // SAFETY: `32 <= len`, in both ranges.
             let x = unsafe { take256::<COPY>(dst, src, 0) };
@@ -420,12 +449,8 @@ pub(super) unsafe fn vpclmul<const COPY: bool, const SUM: bool>(
             a = _mm256_xor_si256(fold256(a, k), x);
             off += 32;
         }
-        // The lower lane (the earlier 16 octets) onto the upper.
         let k = fold_k128::<128>();
-        let mut r = _mm_xor_si128(
-            fold128(_mm256_castsi256_si128(a), k),
-            _mm256_extracti128_si256(a, 1),
-        );
+        let mut r = fold_lanes(a);
         if len - off >= 16 {
             // SAFETY: `off + 16 <= len`, in both ranges.
             let x = unsafe { take128::<COPY>(dst, src, off) };
@@ -436,12 +461,7 @@ pub(super) unsafe fn vpclmul<const COPY: bool, const SUM: bool>(
             off += 16;
         }
         if SUM {
-            let s = _mm_add_epi64(
-                _mm256_castsi256_si128(vsum),
-                _mm256_extracti128_si256(vsum, 1),
-            );
-            acc += u128::from(_mm_cvtsi128_si64(s) as u64)
-                + u128::from(_mm_extract_epi64(s, 1) as u64);
+            acc += lanes_sum(vsum);
         }
         reg = finish_remainder(r);
     }
@@ -541,17 +561,7 @@ unsafe fn crc_superblocks<const NV: usize, const NW: usize>(
                 i += 8;
             }
         }
-        let f01 = _mm256_xor_si256(
-            fold256(a0, fold_k256::<768>()),
-            fold256(a1, fold_k256::<512>()),
-        );
-        let f23 = _mm256_xor_si256(fold256(a2, fold_k256::<256>()), a3);
-        let a = _mm256_xor_si256(f01, f23);
-        let r = _mm_xor_si128(
-            fold128(_mm256_castsi256_si128(a), fold_k128::<128>()),
-            _mm256_extracti128_si256(a, 1),
-        );
-        let rv = finish_remainder(r);
+        let rv = finish_remainder(fold_lanes(fold4(a0, a1, a2, a3)));
         let t = _mm_xor_si128(
             _mm_xor_si128(
                 _mm_clmulepi64_si128(_mm_cvtsi32_si128(reg as i32), k_s, 0x00),
@@ -877,12 +887,7 @@ pub(super) unsafe fn vpclmul_marked<const SUM: bool>(
         a2 = _mm256_xor_si256(fold256(a2, k), x2);
         a3 = _mm256_xor_si256(fold256(a3, k), x3);
     }
-    let f01 = _mm256_xor_si256(
-        fold256(a0, fold_k256::<768>()),
-        fold256(a1, fold_k256::<512>()),
-    );
-    let f23 = _mm256_xor_si256(fold256(a2, fold_k256::<256>()), a3);
-    let mut a = _mm256_xor_si256(f01, f23);
+    let mut a = fold4(a0, a1, a2, a3);
     let k = fold_k256::<256>();
     while wire - c.o >= 32 {
         let (o, s) = (c.o, c.s);
@@ -902,10 +907,7 @@ pub(super) unsafe fn vpclmul_marked<const SUM: bool>(
         a = _mm256_xor_si256(fold256(a, k), x);
     }
     let k = fold_k128::<128>();
-    let mut r = _mm_xor_si128(
-        fold128(_mm256_castsi256_si128(a), k),
-        _mm256_extracti128_si256(a, 1),
-    );
+    let mut r = fold_lanes(a);
     if wire - c.o >= 16 {
         let (o, s) = (c.o, c.s);
         // SAFETY: as above, for 16 octets.
@@ -922,14 +924,7 @@ pub(super) unsafe fn vpclmul_marked<const SUM: bool>(
         }
         r = _mm_xor_si128(fold128(r, k), x);
     }
-    let mut acc: u128 = 0;
-    if SUM {
-        let s = _mm_add_epi64(
-            _mm256_castsi256_si128(vsum),
-            _mm256_extracti128_si256(vsum, 1),
-        );
-        acc = u128::from(_mm_cvtsi128_si64(s) as u64) + u128::from(_mm_extract_epi64(s, 1) as u64);
-    }
+    let mut acc: u128 = if SUM { lanes_sum(vsum) } else { 0 };
     let mut reg = finish_remainder(r);
     if c.to_marker == 0 && c.o < wire {
         // A marker left for the tail (fewer than 16 octets from it to the end).

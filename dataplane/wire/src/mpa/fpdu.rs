@@ -20,6 +20,8 @@
 //! (an origin of 0 is the first octet in FPDU mode). Only their value modulo 512 matters
 //! to the layout; they never wrap in practice.
 
+use std::convert::Infallible;
+
 use crate::crc;
 use fastpath::kernels::{self, Markers};
 
@@ -427,6 +429,24 @@ pub enum CopyPass {
     },
 }
 
+impl CopyPass {
+    /// Appends `src` to `out` taking what this pass asks for: the copy a source makes of
+    /// a slice.
+    pub fn copy_slice(self, src: &[u8], out: &mut Vec<u8>) -> (u32, u64) {
+        match self {
+            CopyPass::Copy => {
+                out.extend_from_slice(src);
+                (0, 0)
+            }
+            CopyPass::Crc(crc) => (kernels::append_crc32c(out, src, crc), 0),
+            CopyPass::CrcSum(crc) => kernels::append_crc32c_sum(out, src, crc),
+            CopyPass::Marked { crc, sums, markers } => {
+                kernels::append_marked(out, src, markers, crc, sums)
+            }
+        }
+    }
+}
+
 /// Writes one FPDU in a single pass over its octets: each large piece of content is
 /// copied, added to the CRC32c and to the one's complement sum at once, with the markers
 /// that fall inside it put in by the same pass ([`fastpath::kernels::append_marked`]);
@@ -497,8 +517,32 @@ impl<'a> FpduWriter<'a> {
 
     fn marker(&mut self) {
         let ptr = self.framer.w.layout.fpduptr_at(self.framer.w.pos);
-        let m = [0, 0, (ptr >> 8) as u8, ptr as u8];
-        self.append(&m);
+        let at = self.out.len() - self.framer.w.base;
+        self.out
+            .extend_from_slice(&[0, 0, (ptr >> 8) as u8, ptr as u8]);
+        self.copied(at, MARKER_LEN, None);
+    }
+
+    /// Accounts for `wire` octets just appended to `out` at FPDU offset `at`: with the
+    /// CRC and the unfolded sum a kernel took over them, or left pending (summed with the
+    /// next large piece). Panics if `out` did not grow by `wire` (a source that copied
+    /// another length than its pass asked for: the FPDU would be corrupt).
+    fn copied(&mut self, at: usize, wire: usize, taken: Option<(u32, u64)>) {
+        assert_eq!(
+            self.out.len() - self.framer.w.base,
+            at + wire,
+            "FpduWriter: a copy appended another length than its pass asked for"
+        );
+        match taken {
+            Some((crc, sum)) => {
+                self.framer.w.crc = crc;
+                self.add_sum(at, sum);
+            }
+            None => {
+                self.framer.w.pending.get_or_insert(at);
+            }
+        }
+        self.framer.w.pos += wire as u64;
     }
 
     /// The CRC32c of `data` advanced from `crc`, and its unfolded sum when sums are taken
@@ -521,26 +565,6 @@ impl<'a> FpduWriter<'a> {
         }
     }
 
-    /// Appends octets of the FPDU (no marker boundary inside).
-    fn append(&mut self, data: &[u8]) {
-        let at = self.out.len() - self.framer.w.base;
-        if data.len() < SMALL_PIECE {
-            self.framer.w.pending.get_or_insert(at);
-            self.out.extend_from_slice(data);
-            self.framer.w.pos += data.len() as u64;
-            return;
-        }
-        self.flush_pending();
-        let (crc, sum) = if self.framer.sums {
-            kernels::append_crc32c_sum(self.out, data, self.framer.w.crc)
-        } else {
-            (kernels::append_crc32c(self.out, data, self.framer.w.crc), 0)
-        };
-        self.framer.w.crc = crc;
-        self.add_sum(at, sum);
-        self.framer.w.pos += data.len() as u64;
-    }
-
     /// Octets until the next marker position (unbounded without markers).
     fn room(&self) -> usize {
         if self.framer.w.layout.markers {
@@ -557,31 +581,61 @@ impl<'a> FpduWriter<'a> {
         }
     }
 
-    fn content(&mut self, mut data: &[u8]) {
-        if self.framer.w.layout.markers && data.len() >= SMALL_PIECE {
-            // One pass that puts the markers in as it copies (and takes the CRC and the
-            // sum over both).
+    /// Copies `data` in as content (markers put in where they fall).
+    fn content(&mut self, data: &[u8]) {
+        let copied: Result<(), Infallible> = self.copy_in(data.len(), |at, n, out, pass| {
+            Ok(pass.copy_slice(&data[at..at + n], out))
+        });
+        match copied {
+            Ok(()) => {}
+            Err(never) => match never {},
+        }
+    }
+
+    /// Copies `len` octets of content from a source (`copy`, as [`FpduWriter::put_with`]
+    /// describes it), with the markers that fall among them. With markers on, 64 octets
+    /// or more go in one call that puts the markers in ([`CopyPass::Marked`]); otherwise
+    /// piece by piece between markers, a large piece copied with its CRC and sum, a small
+    /// one left pending (summed with the next large piece or at the end).
+    fn copy_in<E>(
+        &mut self,
+        len: usize,
+        mut copy: impl FnMut(usize, usize, &mut Vec<u8>, CopyPass) -> Result<(u32, u64), E>,
+    ) -> Result<(), E> {
+        if self.framer.w.layout.markers && len >= SMALL_PIECE {
             self.flush_pending();
             let markers = self.markers_from_here();
             let at = self.out.len() - self.framer.w.base;
-            let (crc, sum) = kernels::append_marked(
-                self.out,
-                data,
+            let pass = CopyPass::Marked {
+                crc: self.framer.w.crc,
+                sums: self.framer.sums,
                 markers,
-                self.framer.w.crc,
-                self.framer.sums,
-            );
-            self.framer.w.crc = crc;
-            self.add_sum(at, sum);
-            self.framer.w.pos += markers.wire_len(data.len()) as u64;
-            return;
+            };
+            let taken = copy(0, len, self.out, pass)?;
+            self.copied(at, markers.wire_len(len), Some(taken));
+            return Ok(());
         }
-        while !data.is_empty() {
+        let mut done = 0;
+        while done < len {
             self.pending_marker();
-            let n = self.room().min(data.len());
-            self.append(&data[..n]);
-            data = &data[n..];
+            let n = self.room().min(len - done);
+            let at = self.out.len() - self.framer.w.base;
+            if n < SMALL_PIECE {
+                copy(done, n, self.out, CopyPass::Copy)?;
+                self.copied(at, n, None);
+            } else {
+                self.flush_pending();
+                let pass = if self.framer.sums {
+                    CopyPass::CrcSum(self.framer.w.crc)
+                } else {
+                    CopyPass::Crc(self.framer.w.crc)
+                };
+                let taken = copy(done, n, self.out, pass)?;
+                self.copied(at, n, Some(taken));
+            }
+            done += n;
         }
+        Ok(())
     }
 
     /// Puts the next octets of the ULPDU. Octets beyond the ULPDU's length are ignored
@@ -610,73 +664,11 @@ impl<'a> FpduWriter<'a> {
     pub fn put_with<E>(
         &mut self,
         len: usize,
-        mut copy: impl FnMut(usize, usize, &mut Vec<u8>, CopyPass) -> Result<(u32, u64), E>,
+        copy: impl FnMut(usize, usize, &mut Vec<u8>, CopyPass) -> Result<(u32, u64), E>,
     ) -> Result<(), E> {
         let len = len.min(self.framer.w.left);
-        if self.framer.w.layout.markers && len >= SMALL_PIECE {
-            // One call that puts the markers in as it copies.
-            self.flush_pending();
-            let markers = self.markers_from_here();
-            let at = self.out.len() - self.framer.w.base;
-            let pass = CopyPass::Marked {
-                crc: self.framer.w.crc,
-                sums: self.framer.sums,
-                markers,
-            };
-            let (crc, sum) = copy(0, len, self.out, pass)?;
-            let wire = markers.wire_len(len);
-            assert_eq!(
-                self.out.len() - self.framer.w.base,
-                at + wire,
-                "put_with: a marked copy of {len} octets appended another length"
-            );
-            self.framer.w.crc = crc;
-            self.add_sum(at, sum);
-            let w = &mut self.framer.w;
-            w.pos += wire as u64;
-            w.left -= len;
-            return Ok(());
-        }
-        let mut done = 0;
-        while done < len {
-            self.pending_marker();
-            let n = self.room().min(len - done);
-            let at = self.out.len() - self.framer.w.base;
-            if n < SMALL_PIECE {
-                // A small piece joins the pending octets: copied now, summed later.
-                copy(done, n, self.out, CopyPass::Copy)?;
-                assert_eq!(
-                    self.out.len() - self.framer.w.base,
-                    at + n,
-                    "put_with: a copy of {n} octets appended another length"
-                );
-                let w = &mut self.framer.w;
-                w.pending.get_or_insert(at);
-                w.pos += n as u64;
-                done += n;
-                w.left -= n;
-                continue;
-            }
-            self.flush_pending();
-            let pass = if self.framer.sums {
-                CopyPass::CrcSum(self.framer.w.crc)
-            } else {
-                CopyPass::Crc(self.framer.w.crc)
-            };
-            let (crc, sum) = copy(done, n, self.out, pass)?;
-            assert_eq!(
-                self.out.len() - self.framer.w.base,
-                at + n,
-                "put_with: a copy of {n} octets appended another length"
-            );
-            self.framer.w.crc = crc;
-            self.add_sum(at, sum);
-            let w = &mut self.framer.w;
-            w.pos += n as u64;
-            done += n;
-            w.left -= n;
-        }
-        Ok(())
+        self.framer.w.left -= len;
+        self.copy_in(len, copy)
     }
 
     /// Ends the FPDU: zero octets for a ULPDU left short, PAD, the marker right after the
@@ -800,6 +792,31 @@ mod tests {
                     "header {header} index {index}"
                 );
             }
+        }
+    }
+
+    /// A source that appends another length than its pass asks for would leave a corrupt
+    /// FPDU: the writer refuses it, with markers (one marked call) and without.
+    #[test]
+    fn a_source_copying_the_wrong_length_is_refused() {
+        for markers in [false, true] {
+            let outcome = std::panic::catch_unwind(|| {
+                let mut f = Framer::new(FpduMode { markers, crc: true });
+                let mut out = Vec::new();
+                let mut w = f.writer(200, &mut out).unwrap();
+                let _ = w.put_with(200, |_, n, out, pass| {
+                    Ok::<_, ()>(pass.copy_slice(&vec![7u8; n - 1], out))
+                });
+            });
+            let err = outcome.expect_err("a short copy must not pass");
+            let msg = err
+                .downcast_ref::<String>()
+                .map(String::as_str)
+                .unwrap_or_default();
+            assert!(
+                msg.contains("appended another length"),
+                "markers {markers}: {msg}"
+            );
         }
     }
 
