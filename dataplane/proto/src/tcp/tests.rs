@@ -766,6 +766,26 @@ fn recovering_from_loss_spans_the_hole_at_both_ends() {
     assert!(p.run_until(8 * srtt, |p| !p.a().recovering_from_loss()));
 }
 
+/// A hole that is never filled stops counting as recovery once it is older than twice
+/// the receiver's RTO, though the data past it is still held (a peer must not keep a core
+/// in the finer receive of a recovery at will).
+#[test]
+fn a_hole_never_filled_stops_counting_as_recovery() {
+    let mut p = established(24);
+    drop_segment_transmissions(&mut p, 3, usize::MAX);
+    let d = records(&mut p, Side::A, &[1448; 10]);
+    assert!(p.run_until(100_000, |p| p.b().recovering_from_loss()));
+    let since = p.now;
+    let rto = p.b().rto().total_micros();
+    assert!(p.run_until(4 * rto + 100_000, |p| !p.b().recovering_from_loss()));
+    assert!(
+        p.now - since >= 2 * rto - 1_000,
+        "too early: {} us",
+        p.now - since
+    );
+    assert!(p.rx_b.len() < d.len(), "the hole is still open");
+}
+
 #[test]
 fn sack_recovery_repairs_one_loss() {
     let mut p = established(22);

@@ -344,6 +344,7 @@ impl Connection {
                     // Receive offset k+1 is stream octet k.
                     let stream_off = (start - 1) as u64;
                     let text = &repr.payload[a..b];
+                    let held_before = self.recv.ooo_bytes();
                     let ins = match deliver {
                         Some(d) if self.recv.in_order_and_empty(stream_off) => {
                             d(stream_off, text, true);
@@ -360,6 +361,13 @@ impl Connection {
                         _ => self.recv.insert(stream_off, text),
                     };
                     self.rcv_nxt = self.recv.nxt() + 1;
+                    self.ooo_held_since = if self.recv.ooo_bytes() == 0 {
+                        None
+                    } else if held_before == 0 {
+                        Some(self.now)
+                    } else {
+                        self.ooo_held_since
+                    };
                     if ins.out_of_order {
                         self.stats.out_of_order_segments += 1;
                         if ins.duplicate {

@@ -158,6 +158,8 @@ pub struct Connection {
     /// duplicate ACK per such segment, so the sender can count them even when a burst of
     /// segments is processed before the next transmit).
     acks_owed: u32,
+    /// Since when (µs) out-of-order data has been held without a break, if it is.
+    ooo_held_since: Option<u64>,
     segs_unacked: u32,
 
     // ---- options (RFC 9293 3.7.1, RFC 7323, RFC 2018) ----
@@ -279,6 +281,7 @@ impl Connection {
             dsack: None,
             ack: AckState::Idle,
             acks_owed: 0,
+            ooo_held_since: None,
             segs_unacked: 0,
             emss,
             ws_ok: false,
@@ -466,9 +469,15 @@ impl Connection {
 
     /// Recovering from loss: in fast recovery (RFC 6582, RFC 6675), or holding
     /// out-of-order data until a retransmission fills the hole. The congestion window is
-    /// small then, and the ACK clock is what paces the sender.
+    /// small then, and the ACK clock is what paces the sender. A hole held open longer
+    /// than twice the RTO no longer counts: a peer that leaves one unfilled (its sender
+    /// would have retransmitted by then) does not keep this side's core in the finer
+    /// receive of a recovery.
     pub fn recovering_from_loss(&self) -> bool {
-        self.in_recovery || self.recv.ooo_bytes() > 0
+        self.in_recovery
+            || self
+                .ooo_held_since
+                .is_some_and(|t| self.now.saturating_sub(t) < 2 * self.rtt.rto())
     }
 
     /// cwnd in octets (RFC 5681).
