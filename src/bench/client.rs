@@ -81,7 +81,7 @@ impl Client {
                 let ctl = self.take_ctl(&c)?;
                 match ctl {
                     Ctl::Ready => self.ready += 1,
-                    Ctl::Credit(n) => self.credits += n,
+                    Ctl::Credit(n) => self.credits = self.credits.saturating_add(n),
                     Ctl::Result(r) => self.result = Some(r),
                 }
             } else {
@@ -295,7 +295,7 @@ fn main(
     // grants the ones beyond them (a grant the first message's wait may have taken
     // already: added to, not overwritten).
     if o.test == Test::SendBw {
-        c.credits += o.tx_depth as u64;
+        c.credits = c.credits.saturating_add(o.tx_depth as u64);
     }
     let ord = usize::from(info.ord).max(1).min(read_depth(o, asked_ord));
     let done_mr = reg(&c.ep, session::DONE_LEN, Access::LOCAL_WRITE)?;

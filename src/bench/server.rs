@@ -96,10 +96,15 @@ pub const SEND_RX_DEPTH: usize = 512;
 /// back: with the tx depth alone, 8-octet send-bw spent most client rounds waiting for
 /// credit.
 fn send_recvs(h: &Hello) -> usize {
+    send_credits(h) + 1
+}
+
+/// The credits of a send test's client: a receive posted for each (see [`send_recvs`]).
+fn send_credits(h: &Hello) -> usize {
     if h.verify || h.test != Test::SendBw {
-        h.tx_depth + 1
+        h.tx_depth
     } else {
-        h.tx_depth.max(SEND_RX_DEPTH) + 1
+        h.tx_depth.max(SEND_RX_DEPTH)
     }
 }
 
@@ -728,7 +733,7 @@ impl Session {
     /// with all of them, is then never short of one for long.
     fn grant(&mut self, force: bool) -> Result<(), BenchError> {
         let credits = match self.hello.test {
-            Test::SendBw => send_recvs(&self.hello) - 1,
+            Test::SendBw => send_credits(&self.hello),
             _ => self.hello.tx_depth,
         };
         let batch = (credits as u64 / 4).max(1);
@@ -766,7 +771,7 @@ impl Session {
             // send-bw: the credits beyond the tx depth the client starts with, before the
             // first *ready*.
             Test::SendBw if self.size_idx == 0 => {
-                self.ungranted += (send_recvs(&self.hello) - 1 - self.hello.tx_depth) as u64;
+                self.ungranted += (send_credits(&self.hello) - self.hello.tx_depth) as u64;
                 self.grant(true)?;
             }
             _ => {}

@@ -640,7 +640,7 @@ impl Core {
                 work += 1;
             }
         }
-        work += if micros(now) < self.recovery_bursts_until {
+        work += if now_us < self.recovery_bursts_until {
             self.receive_in_steps(now)
         } else {
             let (n, handed) = self.receive(now, RX_BURST, RX_BURST);

@@ -471,6 +471,14 @@ pub unsafe fn copy_crc32c_sum_raw(
 pub const MARKER_INTERVAL: usize = 512;
 /// Octets of a marker (its FPDUptr's 16 bits after 16 reserved zero bits).
 pub const MARKER_LEN: usize = 4;
+/// The marker whose FPDUptr is `fpduptr`: 16 reserved zero bits, then the pointer in
+/// network byte order (RFC 5044 section 4.3).
+#[inline]
+pub fn marker(fpduptr: u16) -> [u8; MARKER_LEN] {
+    let [hi, lo] = fpduptr.to_be_bytes();
+    [0, 0, hi, lo]
+}
+
 /// Source octets between two markers of a marked copy.
 const MARKED_RUN: usize = MARKER_INTERVAL - MARKER_LEN;
 
@@ -591,7 +599,7 @@ impl Kernel {
         let (mut s, mut d, mut ptr) = (head, head, markers.fpduptr);
         while s < len {
             let rest = len - s;
-            let marker = [0, 0, (ptr >> 8) as u8, ptr as u8];
+            let marker = marker(ptr);
             // SAFETY: the marker at output offset `d` (inside the output, as a source
             // octet follows it); its source is the local array.
             let (c, sm) = unsafe { self.run::<true, SUM>(dst.add(d), marker.as_ptr(), 4, crc) };

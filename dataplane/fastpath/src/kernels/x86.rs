@@ -708,7 +708,7 @@ unsafe fn three_streams<const B: usize, const COPY: bool, const SUM: bool>(
 /// The marker `[0, 0, ptr >> 8, ptr & 0xff]` as a little-endian 32-bit word.
 #[inline]
 fn marker_word(ptr: u16) -> u32 {
-    u32::from_le_bytes([0, 0, (ptr >> 8) as u8, ptr as u8])
+    u32::from_le_bytes(super::marker(ptr))
 }
 
 /// Loads 32 octets of a marked copy's output whose first 4 are a marker: the 28 source

@@ -110,7 +110,11 @@ impl RecvBuffer {
         // The pieces of [off, end) not yet held, counted first (no list is made: this runs
         // for every out-of-order segment).
         let mut pieces = 0;
-        self.for_each_missing(off, end, |_, _| pieces += 1);
+        let mut from = off;
+        while let Some((_, b)) = self.first_missing(from, end) {
+            pieces += 1;
+            from = b;
+        }
         if pieces == 0 {
             res.duplicate = true;
             self.note_recent(off);
@@ -162,23 +166,6 @@ impl RecvBuffer {
         self.recent.truncate(8);
     }
 
-    /// Calls `f(a, b)` for each range `[a, b)` of `[lo, hi)` that no block holds, in order.
-    fn for_each_missing(&self, lo: u64, hi: u64, mut f: impl FnMut(u64, u64)) {
-        let mut pos = lo;
-        if let Some((&s, v)) = self.ooo.range(..=lo).next_back() {
-            pos = pos.max(s + v.len() as u64);
-        }
-        for (&s, v) in self.ooo.range(lo..hi) {
-            if s > pos {
-                f(pos, s);
-            }
-            pos = pos.max(s + v.len() as u64);
-        }
-        if pos < hi {
-            f(pos, hi);
-        }
-    }
-
     /// The first range of `[lo, hi)` that no block holds.
     fn first_missing(&self, lo: u64, hi: u64) -> Option<(u64, u64)> {
         let mut pos = lo;
@@ -218,22 +205,11 @@ impl RecvBuffer {
                 prepend(&mut next, piece);
                 self.ooo.insert(a, next);
             }
-            (Some(s), Some(mut next)) => {
-                let Some(mut prev) = self.ooo.remove(&s) else {
-                    return;
-                };
+            (Some(s), Some(next)) => {
+                // `s` was found in the map just above.
+                let mut prev = self.ooo.remove(&s).unwrap_or_default();
                 prev.extend(piece);
-                if prev.len() >= next.len() {
-                    prev.append(&mut next);
-                    self.ooo.insert(s, prev);
-                } else {
-                    let (x, y) = prev.as_slices();
-                    let n = prev.len();
-                    next.extend(x);
-                    next.extend(y);
-                    next.rotate_right(n);
-                    self.ooo.insert(s, next);
-                }
+                self.ooo.insert(s, join(prev, next));
             }
             (None, None) => {
                 self.ooo.insert(a, VecDeque::from(piece.to_vec()));
@@ -256,18 +232,8 @@ impl RecvBuffer {
             };
             self.ooo_bytes -= v.len();
             v.drain(..((nxt - s) as usize).min(v.len()));
-            // The smaller of the two moves: a hole filled by one retransmission hands
-            // the whole block over, not a copy of it.
-            if self.ready.len() >= v.len() {
-                self.ready.append(&mut v);
-            } else {
-                let n = self.ready.len();
-                let (x, y) = self.ready.as_slices();
-                v.extend(x);
-                v.extend(y);
-                v.rotate_right(n);
-                self.ready = v;
-            }
+            // A hole filled by one retransmission hands the whole block over, not a copy.
+            self.ready = join(std::mem::take(&mut self.ready), v);
         }
         let nxt = self.nxt();
         self.recent.retain(|&o| o > nxt);
@@ -362,6 +328,22 @@ impl RecvBuffer {
         self.recent.clear();
         self.reports.clear();
         self.report_bytes = 0;
+    }
+}
+
+/// `front` followed by `back`, for the cost of the shorter: it is the one copied, appended
+/// to the longer or put in front of it.
+fn join(mut front: VecDeque<u8>, mut back: VecDeque<u8>) -> VecDeque<u8> {
+    if front.len() >= back.len() {
+        front.append(&mut back);
+        front
+    } else {
+        let (x, y) = front.as_slices();
+        let n = front.len();
+        back.extend(x);
+        back.extend(y);
+        back.rotate_right(n);
+        back
     }
 }
 

@@ -28,7 +28,9 @@ use fastpath::kernels::{self, Markers};
 /// Markers sit at every `MARKER_INTERVAL`th octet of the half connection's stream.
 pub const MARKER_INTERVAL: u64 = 512;
 // The kernels that insert markers as they copy place them by the same interval.
-const _: () = assert!(MARKER_INTERVAL as usize == kernels::MARKER_INTERVAL);
+const _: () = assert!(
+    MARKER_INTERVAL as usize == kernels::MARKER_INTERVAL && MARKER_LEN == kernels::MARKER_LEN
+);
 /// Octets in a marker (`Reserved (2) | FPDUPTR (2)`).
 pub const MARKER_LEN: usize = 4;
 /// Octets in the ULPDU_Length field.
@@ -518,8 +520,7 @@ impl<'a> FpduWriter<'a> {
     fn marker(&mut self) {
         let ptr = self.framer.w.layout.fpduptr_at(self.framer.w.pos);
         let at = self.out.len() - self.framer.w.base;
-        self.out
-            .extend_from_slice(&[0, 0, (ptr >> 8) as u8, ptr as u8]);
+        self.out.extend_from_slice(&kernels::marker(ptr));
         self.copied(at, MARKER_LEN, None);
     }
 
