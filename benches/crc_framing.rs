@@ -1,6 +1,8 @@
 //! CRC32c, the one-pass copy + CRC32c + sum kernel, FPDU framing and FPDU receive (check +
-//! place into a memory region), each reported as a ratio to a reference measured in the
-//! same run, then the ratios the fast path is held to (`targets`).
+//! place into a memory region), and every kernel's marked copy against its fused copy
+//! (what markers cost on CPUs without VPCLMULQDQ), each reported as a ratio to a
+//! reference measured in the same run, then the ratios the fast path is held to
+//! (`targets`).
 //!
 //! `cargo bench --bench crc_framing` (add `-- --quick` for a short run). Each figure is the
 //! best of several timed rounds, so that another process on the machine inflates none of
@@ -363,6 +365,54 @@ fn main() {
             fig(1, "receive") / fig(0, "receive"),
             0.7,
         ));
+    }
+
+    // Every kernel this CPU runs, its marked copy against its fused copy: what framing
+    // with markers costs on CPUs without VPCLMULQDQ (whose kernels take each run between
+    // two markers as a call of their own; only the VPCLMULQDQ kernel keeps its folds
+    // going across markers). A copy that starts 100 octets before its first marker.
+    for &size in &[1454usize, 8954, 64768] {
+        let src: Vec<u8> = (0..size).map(|i| (i * 131 + 7) as u8).collect();
+        let markers = kernels::Markers {
+            before: 100,
+            fpduptr: 100,
+        };
+        let kinds = Kernel::all_available();
+        let mut plain: Vec<Vec<u8>> = kinds.iter().map(|_| vec![0u8; size]).collect();
+        let mut marked: Vec<Vec<u8>> = kinds
+            .iter()
+            .map(|_| Vec::with_capacity(markers.wire_len(size)))
+            .collect();
+        let mut cases: Vec<(usize, Case)> = Vec::new();
+        for ((&k, p), m) in kinds.iter().zip(plain.iter_mut()).zip(marked.iter_mut()) {
+            let src = &src;
+            cases.push((
+                size,
+                case(move || {
+                    black_box(k.copy_crc32c_sum(p, black_box(src), 0));
+                }),
+            ));
+            cases.push((
+                size,
+                case(move || {
+                    m.clear();
+                    black_box(k.append_marked(m, black_box(src), markers, 0, true));
+                }),
+            ));
+        }
+        let mut refs: Vec<(usize, &mut dyn FnMut(usize))> = cases
+            .iter_mut()
+            .map(|(n, f)| (*n, &mut **f as &mut dyn FnMut(usize)))
+            .collect();
+        let got = bench.set(&mut refs);
+        for (k, pair) in kinds.iter().zip(got.chunks(2)) {
+            row(
+                &format!("marked / fused copy, {}", k.name()),
+                size,
+                pair[1],
+                pair[0],
+            );
+        }
     }
 
     println!("\ntargets (ratio, target, met):");
