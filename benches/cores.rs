@@ -17,15 +17,13 @@
 //! `cargo bench --bench cores` (`--features dpdk` for memif); `BENCH_QUICK=1` for a smoke
 //! run.
 
+mod common;
+use common::{median, quick};
+
 use iwarp::bench::{run_embedded, BenchOptions, Length, Test};
 use iwarp::report::Sample;
 
 const QPS: usize = 8;
-
-fn median(mut v: Vec<f64>) -> f64 {
-    v.sort_by(|a, b| a.total_cmp(b));
-    v.get(v.len() / 2).copied().unwrap_or(f64::NAN)
-}
 
 fn embedded(cores: usize, iters: u64) -> Result<f64, String> {
     let o = BenchOptions {
@@ -130,7 +128,7 @@ mod memif {
 }
 
 fn main() {
-    let quick = std::env::var("BENCH_QUICK").is_ok_and(|v| v == "1");
+    let quick = quick();
     let rounds = if quick { 1 } else { 5 };
     let iters: u64 = if quick { 200 } else { 5_000 };
     let (mut one, mut two) = (Vec::new(), Vec::new());

@@ -4,11 +4,13 @@
 //! reference measured in the same run, then the ratios the fast path is held to
 //! (`targets`).
 //!
-//! `cargo bench --bench crc_framing` (add `-- --quick` for a short run). Each figure is the
+//! `cargo bench --bench crc_framing` (add `-- --quick`, or set `BENCH_QUICK=1`, for a short run). Each figure is the
 //! best of several timed rounds, so that another process on the machine inflates none of
 //! them, and the cases of one size take their rounds in turn, so that a ratio compares
 //! the same moments of a machine whose speed drifts; the ratio is what to compare across
 //! machines.
+
+mod common;
 
 use std::hint::black_box;
 use std::time::{Duration, Instant};
@@ -85,7 +87,7 @@ fn crc_fast(data: &[u8]) -> u32 {
 }
 
 fn main() {
-    let quick = std::env::args().any(|a| a == "--quick");
+    let quick = common::quick() || std::env::args().any(|a| a == "--quick");
     let bench = Bench {
         rounds: if quick { 3 } else { 10 },
     };

@@ -10,6 +10,9 @@
 //!
 //! `cargo bench --bench loss`; `BENCH_QUICK=1` shrinks it to a smoke run.
 
+mod common;
+use common::{median, quick};
+
 use iwarp::bench::{run_embedded, BenchOptions, Length, Test};
 use iwarp::report::{Report, Sample};
 use std::time::Duration;
@@ -17,15 +20,6 @@ use std::time::Duration;
 /// The lossy run's share of the lossless one the fast path is held to.
 const TARGET: f64 = 0.6;
 const LOSS: f64 = 0.01;
-
-fn quick() -> bool {
-    std::env::var_os("BENCH_QUICK").is_some()
-}
-
-fn median(mut v: Vec<f64>) -> f64 {
-    v.sort_by(|a, b| a.total_cmp(b));
-    v[v.len() / 2]
-}
 
 fn run(secs: f64, loss: f64, seed: u64) -> Report {
     let mut o = BenchOptions {

@@ -13,6 +13,8 @@
 //! to the mbufs from the send queue) and with the default copy into the mbufs, reported
 //! as a ratio. The memif-against-in-memory figures use the default.
 
+mod common;
+
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::Duration;
@@ -92,7 +94,7 @@ fn memif_run(
 }
 
 fn main() {
-    let quick = std::env::var("BENCH_QUICK").is_ok_and(|v| v == "1");
+    let quick = common::quick();
     let bw_iters: u64 = if quick { 500 } else { 20_000 };
     let lat_iters: u64 = if quick { 1000 } else { 50_000 };
     let bin = iwarp_bin();

@@ -27,6 +27,8 @@
 //! ratio. An iWARP
 //! run that fails is reported as such and the reference figures are still printed.
 
+mod common;
+
 mod smoltcp_ref;
 
 use std::time::{Duration, Instant};
@@ -382,7 +384,7 @@ fn smoltcp_lat(iters: u64) -> (smoltcp_ref::LatResult, smoltcp_ref::LatResult) {
 
 fn main() {
     // `cargo bench` passes `--bench`; ignore arguments.
-    let quick = std::env::var_os("BENCH_QUICK").is_some_and(|v| v != "0" && !v.is_empty());
+    let quick = common::quick();
     let plan = if quick {
         Plan {
             bw_bytes: 64 << 20,

@@ -16,6 +16,8 @@
 //!   Request and Reply, the first FPDU, both QPs published), 256 in flight at a time;
 //!   target: at least 20,000/s.
 
+mod common;
+
 #[path = "../tests/common/rss.rs"]
 mod rss;
 
@@ -223,7 +225,7 @@ fn ping(
 }
 
 fn main() {
-    let quick = std::env::var_os("BENCH_QUICK").is_some();
+    let quick = common::quick();
     let (idle_steps, iters) = if quick {
         (vec![0usize, 100, 400], 2_000u64)
     } else {

@@ -14,6 +14,9 @@
 //! `cargo bench --bench tso` (`--features dpdk` for part 2); `BENCH_QUICK=1` shrinks it to
 //! a smoke run. Figures are medians of alternating runs; the ratio is TSO over no TSO.
 
+mod common;
+use common::{median, quick};
+
 #[cfg(feature = "dpdk")]
 #[path = "../tests/common/procs.rs"]
 mod procs;
@@ -21,15 +24,6 @@ mod procs;
 use iwarp::bench::{run_embedded, BenchOptions, Length, Test};
 use iwarp::report::Sample;
 use std::time::Duration;
-
-fn quick() -> bool {
-    std::env::var_os("BENCH_QUICK").is_some()
-}
-
-fn median(mut v: Vec<f64>) -> f64 {
-    v.sort_by(|a, b| a.total_cmp(b));
-    v[v.len() / 2]
-}
 
 fn mib_s(o: &BenchOptions) -> f64 {
     let r = run_embedded(o).unwrap_or_else(|e| panic!("{e}"));
