@@ -35,7 +35,12 @@ fn no_tlp() -> Config {
 /// Runs until B has all of `d` and A nothing in flight; checks B's octets and returns
 /// A's statistics.
 fn all_delivered(p: &mut Pair, d: &[u8]) -> Stats {
-    assert!(p.run_until(100_000, |p| p.rx_b.len() == d.len()
+    all_delivered_within(p, d, 100_000)
+}
+
+/// [`all_delivered`] with `budget` microseconds to do it in.
+fn all_delivered_within(p: &mut Pair, d: &[u8], budget: u64) -> Stats {
+    assert!(p.run_until(budget, |p| p.rx_b.len() == d.len()
         && p.a.as_ref().unwrap().in_flight() == 0));
     assert_eq!(p.rx_b, d);
     p.a().stats().clone()
@@ -851,6 +856,66 @@ fn a_lost_retransmission_is_sent_again_without_a_timeout() {
         2,
         "{st:?}"
     );
+}
+
+/// Drops A's `nth` data segment, and the first segment of new data A sends after it
+/// retransmitted one: the segment that starts at the recovery point (SND.MAX when the
+/// recovery began).
+fn drop_nth_and_first_after_recovery(p: &mut Pair, nth: usize) {
+    let (mut k, mut next, mut rtx_seen, mut done) = (0, None::<u32>, false, false);
+    p.filter = Some(Box::new(move |s| {
+        if s.from != Side::A || s.len == 0 {
+            return true;
+        }
+        k += 1;
+        let end = s.seq.wrapping_add(s.len as u32);
+        let new = next.is_none_or(|n| (s.seq.wrapping_sub(n) as i32) >= 0);
+        if new {
+            next = Some(end);
+        } else {
+            rtx_seen = true;
+        }
+        if k == nth
+            || (new && rtx_seen && !done && {
+                done = true;
+                true
+            })
+        {
+            return false;
+        }
+        true
+    }));
+}
+
+/// With SACK, a loss right after a recovery ended (the first segment sent in it lost, so
+/// the ACK that ends the recovery reaches exactly its recovery point) starts a second
+/// fast recovery without waiting for the RTO: RFC 6675 5.1 lets a new recovery begin
+/// once HighACK reaches the last RecoveryPoint, SND.MAX when it was set. (Without SACK,
+/// RFC 6582's careful variant waits for an ACK beyond it, so that duplicates of octets
+/// a timeout sent again needlessly start no recovery: that case takes the RTO.)
+#[test]
+fn a_loss_at_the_recovery_point_starts_the_next_recovery() {
+    for seed in [25, 26, 27] {
+        let mut p = established(seed);
+        let warm = records(&mut p, Side::A, &[1448; 40]);
+        assert!(p.run_until(1_000_000, |p| p.rx_b.len() == warm.len()
+            && p.a.as_ref().unwrap().in_flight() == 0));
+        p.rx_b.clear();
+        let before = p.a().stats().clone();
+        drop_nth_and_first_after_recovery(&mut p, 3);
+        let d = records(&mut p, Side::A, &[1448; 60]);
+        assert!(p.run_until(2_000_000, |p| p.rx_b.len() == d.len()));
+        assert_eq!(p.rx_b, d);
+        let st = p.a().stats().clone();
+        assert_eq!(
+            (
+                st.fast_retransmits - before.fast_retransmits,
+                st.timeouts - before.timeouts
+            ),
+            (2, 0),
+            "seed {seed}: {st:?}"
+        );
+    }
 }
 
 #[test]
@@ -1947,7 +2012,8 @@ fn duplicates_are_reported_in_dsack_blocks() {
     let d2 = records(&mut p, Side::A, &[1000; 4]);
     let mut sent = want;
     sent.extend(d2);
-    let st = all_delivered(&mut p, &sent);
+    // Round trips of 80 ms, with the window the loss above halved: a few of them.
+    let st = all_delivered_within(&mut p, &sent, 1_000_000);
     let rtx2 = st.retransmitted_octets - before.retransmitted_octets;
     assert!(rtx2 > 0, "{st:?}");
     assert!(
@@ -1963,44 +2029,50 @@ fn duplicates_are_reported_in_dsack_blocks() {
 /// holds them (RFC 2883 section 4.1.3), and every octet still arrives once.
 #[test]
 fn link_duplicates_are_reported_in_dsack_blocks() {
-    let mut p = established(36);
-    p.faults = Faults {
-        drop: 20,
-        dup: 100,
-        reorder: 0,
-        reorder_delay: 0,
-    };
-    let d = records(&mut p, Side::A, &[700; 300]);
-    let st = all_delivered(&mut p, &d);
-    let b = p.b().stats().clone();
-    assert!(b.duplicate_segments > 0 && b.dsacks_sent > 0, "{b:?}");
-    assert!(st.dsack_octets > 0, "{st:?}");
-    // Every D-SACK B sent is a first block below its ACK or inside the block after it
-    // (an ordinary first block is neither), some of them the latter (duplicates beyond a
-    // hole); no block straddles the ACK.
-    let (mut shaped, mut beyond) = (0, 0);
-    for s in p.log.iter().filter(|s| s.from == Side::B) {
-        let Some(ack) = s.ack.map(|a| TcpSeqNumber(a as i32)) else {
-            continue;
+    // Over four seeds: whether a duplicate lands beyond a hole is the draw's (one seed
+    // in five or so has none).
+    let mut beyond_holes = 0;
+    for seed in 36..40 {
+        let mut p = established(seed);
+        p.faults = Faults {
+            drop: 20,
+            dup: 100,
+            reorder: 0,
+            reorder_delay: 0,
         };
-        let blocks: Vec<_> = s
-            .blocks
-            .iter()
-            .flatten()
-            .map(|&(l, r)| (TcpSeqNumber(l as i32), TcpSeqNumber(r as i32)))
-            .collect();
-        for &(l, r) in &blocks {
-            assert!(l < r && (r <= ack || l > ack), "{s:?}");
+        let d = records(&mut p, Side::A, &[700; 300]);
+        let st = all_delivered(&mut p, &d);
+        let b = p.b().stats().clone();
+        assert!(b.duplicate_segments > 0 && b.dsacks_sent > 0, "{b:?}");
+        assert!(st.dsack_octets > 0, "{st:?}");
+        // Every D-SACK B sent is a first block below its ACK or inside the block after it
+        // (an ordinary first block is neither), some of them the latter (duplicates beyond a
+        // hole); no block straddles the ACK.
+        let (mut shaped, mut beyond) = (0, 0);
+        for s in p.log.iter().filter(|s| s.from == Side::B) {
+            let Some(ack) = s.ack.map(|a| TcpSeqNumber(a as i32)) else {
+                continue;
+            };
+            let blocks: Vec<_> = s
+                .blocks
+                .iter()
+                .flatten()
+                .map(|&(l, r)| (TcpSeqNumber(l as i32), TcpSeqNumber(r as i32)))
+                .collect();
+            for &(l, r) in &blocks {
+                assert!(l < r && (r <= ack || l > ack), "{s:?}");
+            }
+            let Some(&(l, r)) = blocks.first() else {
+                continue;
+            };
+            let inside = blocks.get(1).is_some_and(|&(l2, r2)| l2 <= l && r <= r2);
+            shaped += usize::from(r <= ack || inside);
+            beyond += usize::from(inside && l > ack);
         }
-        let Some(&(l, r)) = blocks.first() else {
-            continue;
-        };
-        let inside = blocks.get(1).is_some_and(|&(l2, r2)| l2 <= l && r <= r2);
-        shaped += usize::from(r <= ack || inside);
-        beyond += usize::from(inside && l > ack);
+        assert_eq!(shaped as u64, b.dsacks_sent);
+        beyond_holes += beyond;
     }
-    assert_eq!(shaped as u64, b.dsacks_sent);
-    assert!(beyond > 0);
+    assert!(beyond_holes > 0);
 }
 
 /// A real loss is not taken for a spurious timeout: the ACK that advances SND.UNA is for

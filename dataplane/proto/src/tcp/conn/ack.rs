@@ -120,7 +120,10 @@ impl Connection {
                     self.win.cwnd += smss;
                 }
             } else if !use_sack && self.dupacks == 3 && ack_off > self.recover {
-                // Fast retransmit (RFC 6582 3.2 step 2).
+                // Fast retransmit (RFC 6582 3.2 step 2), when the ACK "covers more than
+                // recover": beyond SND.MAX as it was, the careful reading (section 4:
+                // after a timeout, duplicates of octets below it are what unnecessary
+                // retransmissions bring; without SACK they cannot be told apart).
                 let flight = self.snd_max - self.snd_una;
                 self.cc.on_loss(&mut self.win, flight, smss);
                 self.recover = self.snd_max;
@@ -136,7 +139,10 @@ impl Connection {
             let (una, high) = self.scoreboard_range();
             if !self.in_recovery
                 && self.snd_max > self.snd_una
-                && ack_off > self.recover
+                // RFC 6675 5.1: no new recovery until HighACK reaches the last
+                // RecoveryPoint (SND.MAX when it was set): a loss of the first segment
+                // sent after it starts one (the ACK that ended the last is at it).
+                && ack_off >= self.recover
                 && (self.dupacks >= 3
                     || (newly_sacked > 0 && self.sendq.first_is_lost(una, high, smss))
                     || (newly_sacked > 0 && self.early_retransmit(una, high)))
