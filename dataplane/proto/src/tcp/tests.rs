@@ -918,6 +918,84 @@ fn a_loss_at_the_recovery_point_starts_the_next_recovery() {
     }
 }
 
+/// After a timeout, the segments sent again that the peer had already (go-back-N resends
+/// what lay between the holes) come back as duplicate ACKs that SACK nothing new, at
+/// exactly the recovery point the timeout set once the holes are filled. Arriving after
+/// new data went out, they start no fast recovery (RFC 6582 section 4; RFC 6675 takes
+/// an ACK at the recovery point as a sign of loss only when it SACKs new data).
+#[test]
+fn duplicates_of_what_a_timeout_resent_start_no_recovery() {
+    let mut p = Pair::active_passive(40, no_tlp(), no_tlp());
+    assert!(p.established());
+    let warm = records(&mut p, Side::A, &[1448; 40]);
+    assert!(p.run_until(1_000_000, |p| p.rx_b.len() == warm.len()
+        && p.a.as_ref().unwrap().in_flight() == 0));
+    p.rx_b.clear();
+    // A flight of twenty segments with holes at the 3rd, 6th and 12th, every
+    // transmission of which in its first 1.5 ms is lost: the first RTO's too (1 ms, the
+    // floor), so the second one repairs them. Slow start after it sends the 3rd alone,
+    // the 6th with two the peer has, the 12th with four: once the 12th is in, the ACK
+    // reaches the recovery point, and those four are duplicates.
+    let (mut k, mut holes, mut t0) = (0, Vec::new(), None::<u64>);
+    p.filter = Some(Box::new(move |s| {
+        if s.from != Side::A || s.len == 0 {
+            return true;
+        }
+        k += 1;
+        let t0 = *t0.get_or_insert(s.at);
+        if [3, 6, 12].contains(&k) {
+            holes.push(s.seq);
+        }
+        !(holes.contains(&s.seq) && s.at < t0 + 1_500)
+    }));
+    let before = p.a().stats().clone();
+    let mut d = records(&mut p, Side::A, &[1448; 20]);
+    assert!(p.run_until(1_000_000, |p| p.a().stats().timeouts > before.timeouts));
+    d.extend(records(&mut p, Side::A, &[1448; 30]));
+    // Until A sends new data past the recovery point (SND.MAX at the timeout).
+    let recover = p.a().iss().0.wrapping_add(1 + 60 * 1448) as u32;
+    let past = |p: &Pair| {
+        p.log
+            .iter()
+            .any(|s| s.from == Side::A && s.len > 0 && (s.seq.wrapping_sub(recover) as i32) >= 0)
+    };
+    assert!(p.run_until(1_000_000, |p| past(p)));
+    // The peer's duplicates of the four arrive now: ACKs at the recovery point, each
+    // with the D-SACK of what it received twice and nothing new.
+    let fr = p.a().stats().fast_retransmits;
+    let wnd = p
+        .log
+        .iter()
+        .rev()
+        .find(|s| s.from == Side::B)
+        .map(|s| s.wnd)
+        .unwrap_or_default();
+    for i in 0..4u32 {
+        let mut dup = from_b_now(&mut p);
+        dup.ack_number = Some(TcpSeqNumber(recover as i32));
+        dup.window_len = wnd;
+        let l = recover.wrapping_sub((8 - i) * 1448);
+        dup.sack_ranges[0] = Some((l, l.wrapping_add(1448)));
+        p.inject(Side::A, &dup);
+    }
+    let st = p.a().stats().clone();
+    assert_eq!(
+        st.fast_retransmits, fr,
+        "duplicates that SACK nothing new started a recovery: {st:?}"
+    );
+    assert!(p.run_until(2_000_000, |p| p.rx_b.len() == d.len()));
+    assert_eq!(p.rx_b, d);
+    let st = p.a().stats().clone();
+    assert_eq!(
+        (
+            st.fast_retransmits - before.fast_retransmits,
+            st.timeouts - before.timeouts
+        ),
+        (1, 2),
+        "{st:?}"
+    );
+}
+
 #[test]
 fn sack_recovery_repairs_several_losses_in_one_window() {
     let mut p = established(23);
@@ -2023,6 +2101,8 @@ fn duplicates_are_reported_in_dsack_blocks() {
     p.run_for(200_000);
     let st = p.a().stats().clone();
     assert_eq!(st.dsack_octets - before.dsack_octets, rtx2, "{st:?}");
+    // The doubled D-SACK ACKs report nothing new: no recovery came of them.
+    assert_eq!(st.fast_retransmits, before.fast_retransmits, "{st:?}");
 }
 
 /// Duplicates the link makes are reported too, beyond a hole inside the SACK block that
@@ -2046,8 +2126,7 @@ fn link_duplicates_are_reported_in_dsack_blocks() {
         assert!(b.duplicate_segments > 0 && b.dsacks_sent > 0, "{b:?}");
         assert!(st.dsack_octets > 0, "{st:?}");
         // Every D-SACK B sent is a first block below its ACK or inside the block after it
-        // (an ordinary first block is neither), some of them the latter (duplicates beyond a
-        // hole); no block straddles the ACK.
+        // (an ordinary first block is neither); no block straddles the ACK.
         let (mut shaped, mut beyond) = (0, 0);
         for s in p.log.iter().filter(|s| s.from == Side::B) {
             let Some(ack) = s.ack.map(|a| TcpSeqNumber(a as i32)) else {
@@ -2072,6 +2151,7 @@ fn link_duplicates_are_reported_in_dsack_blocks() {
         assert_eq!(shaped as u64, b.dsacks_sent);
         beyond_holes += beyond;
     }
+    // Some of them, over the seeds, the latter: duplicates beyond a hole.
     assert!(beyond_holes > 0);
 }
 

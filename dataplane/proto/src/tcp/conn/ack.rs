@@ -139,10 +139,13 @@ impl Connection {
             let (una, high) = self.scoreboard_range();
             if !self.in_recovery
                 && self.snd_max > self.snd_una
-                // RFC 6675 5.1: no new recovery until HighACK reaches the last
-                // RecoveryPoint (SND.MAX when it was set): a loss of the first segment
-                // sent after it starts one (the ACK that ended the last is at it).
-                && ack_off >= self.recover
+                // No new recovery until the ACK reaches the last recovery point (SND.MAX
+                // when it was set; RFC 6675 5.1, HighACK >= RecoveryPoint). At the point
+                // itself, only an ACK that SACKs new data counts: so a loss of the first
+                // segment sent after it starts one (the ACK that ended the last recovery
+                // is at it), while duplicates of what a timeout resent needlessly, which
+                // SACK nothing new (RFC 6675 counts those as no duplicates), do not.
+                && (ack_off > self.recover || (ack_off == self.recover && newly_sacked > 0))
                 && (self.dupacks >= 3
                     || (newly_sacked > 0 && self.sendq.first_is_lost(una, high, smss))
                     || (newly_sacked > 0 && self.early_retransmit(una, high)))
