@@ -4,11 +4,11 @@
 //! reference measured in the same run, then the ratios the fast path is held to
 //! (`targets`).
 //!
-//! `cargo bench --bench crc_framing` (add `-- --quick`, or set `BENCH_QUICK=1`, for a short run). Each figure is the
-//! best of several timed rounds, so that another process on the machine inflates none of
-//! them, and the cases of one size take their rounds in turn, so that a ratio compares
-//! the same moments of a machine whose speed drifts; the ratio is what to compare across
-//! machines.
+//! `cargo bench --bench crc_framing` (add `-- --quick`, or set `BENCH_QUICK=1`, for a
+//! short run). Each figure is the best of several timed rounds, so that another process
+//! on the machine inflates none of them, and the cases of one size take their rounds in
+//! turn, so that a ratio compares the same moments of a machine whose speed drifts; the
+//! ratio is what to compare across machines.
 
 mod common;
 
