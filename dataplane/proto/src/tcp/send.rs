@@ -570,12 +570,16 @@ impl SendQueue {
         }
     }
 
-    /// RFC 6675 SetPipe over `[una, high)`: octets not SACKed and not presumed lost, plus
-    /// octets retransmitted in this recovery.
+    /// RFC 6675 SetPipe over `[una, high)`: of the octets not SACKed, those not presumed
+    /// lost, plus those retransmitted in this recovery (a retransmission SACKed since has
+    /// left the network: it counts no more).
     pub fn pipe(&self, una: u64, high: u64, smss: u64) -> u64 {
         let mut pipe = 0;
         self.scan_down(una, high, smss, |r, span, lost, _| {
-            if !r.sacked && !lost {
+            if r.sacked {
+                return;
+            }
+            if !lost {
                 pipe += span;
             }
             if r.rtx {
@@ -792,10 +796,11 @@ mod tests {
         };
         let mut pipe = 0;
         for (k, r) in inside.iter().enumerate() {
+            // SetPipe walks the octets not SACKed.
             if !r.2 && !is_lost(k) {
                 pipe += span(r);
             }
-            if r.3 {
+            if !r.2 && r.3 {
                 pipe += span(r);
             }
         }
@@ -862,6 +867,10 @@ mod tests {
         assert_eq!(q.pipe(0, 1000, 100), 600);
         assert_eq!(q.next_hole(0, 1000, 100, HoleRule::Lost), None);
         assert_eq!(q.next_hole(0, 1000, 100, HoleRule::Unsacked), None);
+        // A retransmitted record SACKed since has left the network.
+        let mut r = q.clone();
+        r.mark_sacked(100, 200);
+        assert_eq!(r.pipe(0, 1000, 100), 500);
         q.clear_rtx();
         assert_eq!(q.next_hole(50, 1000, 100, HoleRule::Unsacked), Some(50));
         q.clear_sacked();
