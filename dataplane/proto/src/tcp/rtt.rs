@@ -94,7 +94,8 @@ impl RttEstimator {
     /// RTTVAR it does not decay with every sample (a peer that stalls every few hundred
     /// milliseconds would be forgotten in a few round trips); evidence of loss clears it
     /// ([`RttEstimator::loss_detected`]). At most `LEARNED_FLOOR_MAX` (1 s): a stall longer
-    /// than that is an outage, not lateness to wait out on every later loss.
+    /// than that is an outage, not lateness to wait out on every later loss. The backoff
+    /// goes back to none.
     pub fn spurious_timeout(&mut self, rtt: u64) {
         let need = rtt.saturating_sub(self.srtt.unwrap_or(0));
         let want = need
@@ -103,6 +104,9 @@ impl RttEstimator {
             .min(self.max);
         self.learned_floor = self.learned_floor.max(want);
         self.recompute();
+        // The backoff of timeouts that were no loss is undone as well (RFC 4015
+        // section 4 lets the response set the timer anew).
+        self.backoff = 0;
     }
 
     /// Loss was detected (a timeout that was not spurious, or loss recovery entered): a
@@ -202,10 +206,14 @@ mod tests {
             e.sample(500);
         }
         assert_eq!(e.rto(), 700);
-        // The original took 4.5 ms: the floor covers 4 ms above SRTT with a quarter spare.
+        // The original took 4.5 ms (the timer backed off twice meanwhile): the floor
+        // covers 4 ms above SRTT with a quarter spare, and the backoff is undone.
+        e.back_off();
+        e.back_off();
+        assert_eq!((e.rto(), e.backoff_count()), (2_800, 2));
         e.spurious_timeout(4_500);
         assert_eq!(e.learned_floor(), 5_000);
-        assert_eq!(e.rto(), 5_500);
+        assert_eq!((e.rto(), e.backoff_count()), (5_500, 0));
         // Samples do not wear it down (RTTVAR alone would).
         for _ in 0..1_000 {
             e.sample(500);

@@ -1926,6 +1926,48 @@ fn spurious_timeout_is_detected_and_undone() {
     assert_eq!(p.rx_b, want);
 }
 
+/// A spurious timeout (the link slow for a while) with a real loss in its window: once
+/// Eifel finds the timeout spurious and stops the resending, the SACKs above the lost
+/// segment start a fast recovery, as they would have without the timeout (RFC 4015: the
+/// go-back resending that a timeout's recovery point guards against is stopped; its
+/// backoff is no evidence either). Without that, the lost segment waited for a second,
+/// doubled timeout.
+#[test]
+fn a_loss_hidden_behind_a_spurious_timeout_is_repaired_by_fast_recovery() {
+    for tlp in [false, true] {
+        let cfg = if tlp { fast_config() } else { no_tlp() };
+        let mut p = Pair::active_passive(31, cfg.clone(), cfg);
+        assert!(p.established());
+        let mut want = records(&mut p, Side::A, &[1000; 20]);
+        assert!(p.run_until(100_000, |p| p.a.as_ref().unwrap().in_flight() == 0));
+        let before = p.a().stats().clone();
+        // The link takes 3 ms each way: the RTO (1 ms floor) fires first. The 5th
+        // segment of the next flight is lost.
+        p.delay = 3_000;
+        drop_data_segments(&mut p, &[5]);
+        want.extend(records(&mut p, Side::A, &[1000; 20]));
+        assert!(p.run_until(100_000, |p| p.a().stats().timeouts > before.timeouts));
+        p.delay = 10;
+        // The timeouts of the stall (the RTO and its backoff) are found spurious ...
+        assert!(p.run_until(100_000, |p| p.a().stats().spurious_timeouts
+            > before.spurious_timeouts));
+        let stall = p.a().stats().timeouts;
+        assert!(p.run_until(100_000, |p| p.rx_b.len() == want.len()));
+        assert_eq!(p.rx_b, want);
+        // ... and the loss is repaired by a fast recovery, with no timeout more.
+        let st = p.a().stats().clone();
+        assert_eq!(
+            (
+                st.timeouts - stall,
+                st.spurious_timeouts - before.spurious_timeouts,
+                st.fast_retransmits - before.fast_retransmits,
+            ),
+            (0, 1, 1),
+            "tlp {tlp}: {st:?}"
+        );
+    }
+}
+
 /// Four stalls of B (`stall` us each way), each followed by traffic at the normal
 /// `base` us delay, every octet checked; returns A's (timeouts, tail loss probes) after
 /// each stall and the octets B has.

@@ -111,8 +111,12 @@ impl Connection {
             && pure
             && self.snd_max > self.snd_una
             && seg_wnd == self.snd_wnd
+            && (!use_sack || newly_sacked > 0)
         {
-            // A duplicate ACK (RFC 5681 section 2).
+            // A duplicate ACK (RFC 5681 section 2); with SACK, one that SACKs octets not
+            // SACKed before (RFC 6675 section 2, RFC 5681's SACK alternative): an ACK that
+            // reports nothing new (a D-SACK of a needless resend, an ACK the path
+            // doubled) is no sign that anything left the network.
             self.dupacks += 1;
             self.stats.dupacks_received += 1;
             if self.in_recovery {
@@ -206,9 +210,16 @@ impl Connection {
         }
         if let Some(u) = spurious {
             // RFC 4015 response: no go-back-N (the originals arrived), resume with new data
-            // (SND.NXT = SND.MAX) and give back the congestion state the timeout took.
+            // (SND.NXT = SND.MAX) and give back the congestion state the timeout took. The
+            // recovery point the timeout set guarded against duplicates of a go-back
+            // resend, which stops here: the one before it comes back, so that SACKs of
+            // what a real loss in the window left out start a fast recovery (they waited
+            // for a second timeout).
             self.stats.spurious_timeouts += 1;
             self.snd_nxt = self.snd_nxt.max(self.snd_max);
+            if !self.in_recovery {
+                self.recover = u.recover;
+            }
             if !self.in_recovery {
                 self.win.cwnd = self.win.cwnd.max(u.cwnd);
                 self.win.ssthresh = u.ssthresh;

@@ -103,6 +103,8 @@ struct RtoUndo {
     /// cwnd and ssthresh before the timeout.
     cwnd: u64,
     ssthresh: u64,
+    /// The recovery point before the timeout set its own.
+    recover: u64,
 }
 
 /// One TCP connection (a transmission control block, RFC 9293 section 3.3.1), sans-IO.

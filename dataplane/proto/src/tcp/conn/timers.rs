@@ -84,6 +84,7 @@ impl Connection {
                 armed_at,
                 cwnd: self.win.cwnd,
                 ssthresh: self.win.ssthresh,
+                recover: self.recover,
             });
         }
         if self.synchronized() {
