@@ -374,7 +374,8 @@ pub struct Stats {
     /// Probes that repaired a loss (RFC 8985 7.4: octets sent again, acknowledged with no
     /// D-SACK), each answered with the congestion response of a fast recovery.
     pub tail_loss_probe_repairs: u64,
-    /// Duplicate ACKs received.
+    /// Duplicate ACKs received (RFC 5681 section 2; with SACK, those that SACK new octets
+    /// or carry no SACK block).
     pub dupacks_received: u64,
     /// Zero-window probes sent.
     pub zero_window_probes: u64,

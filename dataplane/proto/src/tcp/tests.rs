@@ -1968,6 +1968,34 @@ fn a_loss_hidden_behind_a_spurious_timeout_is_repaired_by_fast_recovery() {
     }
 }
 
+/// Without SACK, a stall's timeouts found spurious keep the recovery point they set: the
+/// duplicate ACKs the peer sends for the resent segments (one per timeout) must not start
+/// a fast retransmit once new data is in flight (RFC 6582 section 4).
+#[test]
+fn without_sack_duplicates_of_a_stalls_resends_start_no_recovery() {
+    let mut p = Pair::active_passive(31, no_sack(), no_sack());
+    assert!(p.established());
+    let mut want = records(&mut p, Side::A, &[1000; 20]);
+    assert!(p.run_until(100_000, |p| p.a.as_ref().unwrap().in_flight() == 0));
+    let before = p.a().stats().clone();
+    // 5 ms each way: the RTO (1 ms floor) fires three times (1, 3 and 7 ms); the ACK
+    // of the originals (10 ms) finds them spurious, and new data goes out; the peer's
+    // duplicate ACKs for the three resends come after it (11, 13 and 17 ms).
+    p.delay = 5_000;
+    want.extend(records(&mut p, Side::A, &[1000; 40]));
+    assert!(p.run_until(100_000, |p| p.a().stats().timeouts >= before.timeouts + 3));
+    assert!(p.run_until(100_000, |p| p.a().stats().spurious_timeouts
+        > before.spurious_timeouts));
+    assert!(p.run_until(20_000, |p| p.a().stats().dupacks_received
+        >= before.dupacks_received + 3));
+    p.delay = 10;
+    assert!(p.run_until(1_000_000, |p| p.rx_b.len() == want.len()));
+    assert_eq!(p.rx_b, want);
+    let st = p.a().stats().clone();
+    assert_eq!(st.spurious_timeouts - before.spurious_timeouts, 1, "{st:?}");
+    assert_eq!(st.fast_retransmits, before.fast_retransmits, "{st:?}");
+}
+
 /// Four stalls of B (`stall` us each way), each followed by traffic at the normal
 /// `base` us delay, every octet checked; returns A's (timeouts, tail loss probes) after
 /// each stall and the octets B has.

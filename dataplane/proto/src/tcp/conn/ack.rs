@@ -111,12 +111,13 @@ impl Connection {
             && pure
             && self.snd_max > self.snd_una
             && seg_wnd == self.snd_wnd
-            && (!use_sack || newly_sacked > 0)
+            && (!use_sack || newly_sacked > 0 || repr.sack_ranges[0].is_none())
         {
             // A duplicate ACK (RFC 5681 section 2); with SACK, one that SACKs octets not
             // SACKed before (RFC 6675 section 2, RFC 5681's SACK alternative): an ACK that
             // reports nothing new (a D-SACK of a needless resend, an ACK the path
-            // doubled) is no sign that anything left the network.
+            // doubled) is no sign that anything left the network. (One with no SACK
+            // block at all still counts: a peer that agreed to SACK and sends none.)
             self.dupacks += 1;
             self.stats.dupacks_received += 1;
             if self.in_recovery {
@@ -137,6 +138,26 @@ impl Connection {
                 self.fast_rtx_pending = true;
                 self.rtt_timed = None;
                 self.stats.fast_retransmits += 1;
+            }
+        }
+        if let Some(u) = spurious {
+            // RFC 4015 response: no go-back-N (the originals arrived), resume with new data
+            // (SND.NXT = SND.MAX) and give back the congestion state the timeout took,
+            // before this ACK's SACKs are judged. With SACK the recovery point goes back
+            // too: the timeout's guarded against duplicates of a go-back resend, which
+            // stops here (and with SACK duplicates that report nothing new do not count),
+            // so that SACKs of what a real loss in the window left out start a fast
+            // recovery (they waited for a second timeout). Without SACK it stays (RFC 6582
+            // section 4: the peer's duplicate ACKs for the segments the timeouts resent
+            // cannot be told from those of a loss).
+            self.stats.spurious_timeouts += 1;
+            self.snd_nxt = self.snd_nxt.max(self.snd_max);
+            if !self.in_recovery {
+                if use_sack {
+                    self.recover = u.recover;
+                }
+                self.win.cwnd = self.win.cwnd.max(u.cwnd);
+                self.win.ssthresh = u.ssthresh;
             }
         }
         if use_sack {
@@ -207,23 +228,6 @@ impl Connection {
         }
         if ack_off > una_before || newly_sacked > 0 {
             self.schedule_tlp();
-        }
-        if let Some(u) = spurious {
-            // RFC 4015 response: no go-back-N (the originals arrived), resume with new data
-            // (SND.NXT = SND.MAX) and give back the congestion state the timeout took. The
-            // recovery point the timeout set guarded against duplicates of a go-back
-            // resend, which stops here: the one before it comes back, so that SACKs of
-            // what a real loss in the window left out start a fast recovery (they waited
-            // for a second timeout).
-            self.stats.spurious_timeouts += 1;
-            self.snd_nxt = self.snd_nxt.max(self.snd_max);
-            if !self.in_recovery {
-                self.recover = u.recover;
-            }
-            if !self.in_recovery {
-                self.win.cwnd = self.win.cwnd.max(u.cwnd);
-                self.win.ssthresh = u.ssthresh;
-            }
         }
     }
 
