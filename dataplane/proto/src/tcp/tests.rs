@@ -1996,6 +1996,51 @@ fn without_sack_duplicates_of_a_stalls_resends_start_no_recovery() {
     assert_eq!(st.fast_retransmits, before.fast_retransmits, "{st:?}");
 }
 
+/// A peer that agreed to SACK but sends duplicate ACKs without SACK blocks still gets a
+/// fast retransmit on the third (its duplicates count; only ones whose blocks report
+/// nothing new do not).
+#[test]
+fn duplicate_acks_without_sack_blocks_still_count() {
+    let mut p = established_no_tlp(33);
+    assert!(p.a().sack());
+    // B's own ACKs are lost: A hears only what is injected.
+    p.filter = Some(Box::new(|s| s.from != Side::B));
+    records(&mut p, Side::A, &[1000; 10]);
+    // Until B has answered (its ACKs lost): its window as it stands.
+    assert!(p.run_until(1_000, |p| p.a().in_flight() > 0
+        && p.sent_by(Side::B).any(|s| s.dropped)));
+    let wnd = p
+        .log
+        .iter()
+        .rev()
+        .find(|s| s.from == Side::B)
+        .map(|s| s.wnd)
+        .unwrap_or_default();
+    let una = p.a().snd_una();
+    let dup = |p: &mut Pair| {
+        let mut d = from_b_now(p);
+        d.ack_number = Some(una);
+        d.window_len = wnd;
+        p.inject(Side::A, &d);
+    };
+    // The first brings the window as it stands (the last A heard was the SYN's,
+    // unscaled): a window update, no duplicate.
+    dup(&mut p);
+    let before = p.a().stats().clone();
+    for _ in 0..3 {
+        dup(&mut p);
+    }
+    let st = p.a().stats().clone();
+    assert_eq!(
+        (
+            st.dupacks_received - before.dupacks_received,
+            st.fast_retransmits - before.fast_retransmits
+        ),
+        (3, 1),
+        "{st:?}"
+    );
+}
+
 /// Four stalls of B (`stall` us each way), each followed by traffic at the normal
 /// `base` us delay, every octet checked; returns A's (timeouts, tail loss probes) after
 /// each stall and the octets B has.
