@@ -69,6 +69,21 @@ fn from_b_now(p: &mut Pair) -> TcpRepr<'static> {
     r
 }
 
+/// Sends 40 full segments from A and waits until B has them and A nothing in flight (so
+/// that cwnd has grown), then forgets what B received.
+fn warm_up(p: &mut Pair) {
+    let warm = records(p, Side::A, &[1448; 40]);
+    assert!(p.run_until(1_000_000, |p| p.rx_b.len() == warm.len()
+        && p.a.as_ref().unwrap().in_flight() == 0));
+    p.rx_b.clear();
+}
+
+/// The window field (as sent, unscaled) of B's last segment: what an ACK injected as
+/// B's must carry to be a duplicate.
+fn last_window_of_b(p: &Pair) -> u16 {
+    p.sent_by(Side::B).last().map(|s| s.wnd).unwrap_or_default()
+}
+
 fn records(p: &mut Pair, side: Side, sizes: &[usize]) -> Vec<u8> {
     let mut all = Vec::new();
     for (i, &n) in sizes.iter().enumerate() {
@@ -833,10 +848,7 @@ fn a_lost_retransmission_is_sent_again_without_a_timeout() {
     // too, only the RTO would repair it. Here the records sent after it are SACKed, which
     // says it was lost (RFC 8985 6.2: RACK detects lost retransmissions the same way).
     let mut p = established(24);
-    let warm = records(&mut p, Side::A, &[1448; 40]);
-    assert!(p.run_until(1_000_000, |p| p.rx_b.len() == warm.len()
-        && p.a.as_ref().unwrap().in_flight() == 0));
-    p.rx_b.clear();
+    warm_up(&mut p);
     let before = p.a().stats().clone();
     drop_segment_transmissions(&mut p, 3, 2);
     let d = records(&mut p, Side::A, &[1448; 60]);
@@ -897,10 +909,7 @@ fn drop_nth_and_first_after_recovery(p: &mut Pair, nth: usize) {
 fn a_loss_at_the_recovery_point_starts_the_next_recovery() {
     for seed in [25, 26, 27] {
         let mut p = established(seed);
-        let warm = records(&mut p, Side::A, &[1448; 40]);
-        assert!(p.run_until(1_000_000, |p| p.rx_b.len() == warm.len()
-            && p.a.as_ref().unwrap().in_flight() == 0));
-        p.rx_b.clear();
+        warm_up(&mut p);
         let before = p.a().stats().clone();
         drop_nth_and_first_after_recovery(&mut p, 3);
         let d = records(&mut p, Side::A, &[1448; 60]);
@@ -927,10 +936,7 @@ fn a_loss_at_the_recovery_point_starts_the_next_recovery() {
 fn duplicates_of_what_a_timeout_resent_start_no_recovery() {
     let mut p = Pair::active_passive(40, no_tlp(), no_tlp());
     assert!(p.established());
-    let warm = records(&mut p, Side::A, &[1448; 40]);
-    assert!(p.run_until(1_000_000, |p| p.rx_b.len() == warm.len()
-        && p.a.as_ref().unwrap().in_flight() == 0));
-    p.rx_b.clear();
+    warm_up(&mut p);
     // A flight of twenty segments with holes at the 3rd, 6th and 12th, every
     // transmission of which in its first 1.5 ms is lost: the first RTO's too (1 ms, the
     // floor), so the second one repairs them. Slow start after it sends the 3rd alone,
@@ -963,13 +969,7 @@ fn duplicates_of_what_a_timeout_resent_start_no_recovery() {
     // The peer's duplicates of the four arrive now: ACKs at the recovery point, each
     // with the D-SACK of what it received twice and nothing new.
     let fr = p.a().stats().fast_retransmits;
-    let wnd = p
-        .log
-        .iter()
-        .rev()
-        .find(|s| s.from == Side::B)
-        .map(|s| s.wnd)
-        .unwrap_or_default();
+    let wnd = last_window_of_b(&p);
     for i in 0..4u32 {
         let mut dup = from_b_now(&mut p);
         dup.ack_number = Some(TcpSeqNumber(recover as i32));
@@ -1000,10 +1000,7 @@ fn duplicates_of_what_a_timeout_resent_start_no_recovery() {
 fn sack_recovery_repairs_several_losses_in_one_window() {
     let mut p = established(23);
     // Let cwnd grow first.
-    let warm = records(&mut p, Side::A, &[1448; 40]);
-    assert!(p.run_until(1_000_000, |p| p.rx_b.len() == warm.len()
-        && p.a.as_ref().unwrap().in_flight() == 0));
-    p.rx_b.clear();
+    warm_up(&mut p);
     drop_data_segments(&mut p, &[3, 7, 8, 15]);
     // Small FPDUs packed several to a segment, so holes are several records wide.
     let d = records(&mut p, Side::A, &[360; 120]);
@@ -1018,10 +1015,7 @@ fn sack_recovery_repairs_several_losses_in_one_window() {
     // The same with NewReno takes one round trip per loss and resends as much.
     let mut q = Pair::active_passive(23, no_sack(), no_sack());
     assert!(q.established());
-    let warm = records(&mut q, Side::A, &[1448; 40]);
-    assert!(q.run_until(1_000_000, |p| p.rx_b.len() == warm.len()
-        && p.a.as_ref().unwrap().in_flight() == 0));
-    q.rx_b.clear();
+    warm_up(&mut q);
     drop_data_segments(&mut q, &[3, 7, 8, 15]);
     let d = records(&mut q, Side::A, &[360; 120]);
     assert!(q.run_until(1_000_000, |p| p.rx_b.len() == d.len()));
@@ -2009,13 +2003,7 @@ fn duplicate_acks_without_sack_blocks_still_count() {
     // Until B has answered (its ACKs lost): its window as it stands.
     assert!(p.run_until(1_000, |p| p.a().in_flight() > 0
         && p.sent_by(Side::B).any(|s| s.dropped)));
-    let wnd = p
-        .log
-        .iter()
-        .rev()
-        .find(|s| s.from == Side::B)
-        .map(|s| s.wnd)
-        .unwrap_or_default();
+    let wnd = last_window_of_b(&p);
     let una = p.a().snd_una();
     let dup = |p: &mut Pair| {
         let mut d = from_b_now(p);
