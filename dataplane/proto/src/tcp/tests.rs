@@ -806,6 +806,21 @@ fn a_hole_never_filled_stops_counting_as_recovery() {
     assert!(p.rx_b.len() < d.len(), "the hole is still open");
 }
 
+/// A reset drops the data held past a hole, and the connection stops saying it recovers.
+#[test]
+fn a_reset_ends_the_recovery_of_a_hole() {
+    let mut p = established(24);
+    drop_segment_transmissions(&mut p, 3, usize::MAX);
+    records(&mut p, Side::A, &[1448; 10]);
+    assert!(p.run_until(100_000, |p| p.b().recovering_from_loss()));
+    let mut rst = repr_from(false);
+    rst.control = TcpControl::Rst;
+    rst.seq_number = p.b().rcv_nxt();
+    p.inject(Side::B, &rst);
+    assert_eq!(p.b().state(), State::Closed);
+    assert!(!p.b().recovering_from_loss());
+}
+
 #[test]
 fn sack_recovery_repairs_one_loss() {
     let mut p = established(22);

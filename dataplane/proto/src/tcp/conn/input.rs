@@ -227,6 +227,7 @@ impl Connection {
         if is_rst {
             if seg_off == nxt {
                 self.recv.clear();
+                self.ooo_held_since = None;
                 self.enter_closed(Some(Event::Reset));
             } else {
                 self.challenge_ack();
@@ -351,9 +352,9 @@ impl Connection {
                             self.recv.delivered(text.len())
                         }
                         Some(d) if out_of_order => {
-                            let held = self.recv.ooo_bytes();
                             let ins = self.recv.insert(stream_off, text);
-                            if ins.out_of_order && self.recv.ooo_bytes() == held + text.len() {
+                            if ins.out_of_order && self.recv.ooo_bytes() == held_before + text.len()
+                            {
                                 d(stream_off, text, false);
                             }
                             ins
