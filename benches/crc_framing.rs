@@ -35,7 +35,7 @@ impl Bench {
     /// figures of a set alike, and the best rounds of two cases, which a ratio compares,
     /// come from the same stretch of time. A case is `(octets per call, f)`, where `f(n)`
     /// makes `n` calls (one dynamic call per round, not per call: see [`case`]).
-    fn set(&self, cases: &mut [(usize, &mut dyn FnMut(usize))]) -> Vec<f64> {
+    fn set(&self, cases: &mut [(usize, Case)]) -> Vec<f64> {
         let calls: Vec<usize> = cases
             .iter()
             .map(|(bytes, _)| (ROUND_BYTES / bytes).max(1))
@@ -151,11 +151,7 @@ fn main() {
                 }),
             ),
         ];
-        let mut refs: Vec<(usize, &mut dyn FnMut(usize))> = cases
-            .iter_mut()
-            .map(|(n, f)| (*n, &mut **f as &mut dyn FnMut(usize)))
-            .collect();
-        let got = bench.set(&mut refs);
+        let got = bench.set(&mut cases);
         let [memcpy, crc, ours, three, fused] = got[..] else {
             unreachable!("five cases")
         };
@@ -298,11 +294,7 @@ fn main() {
                 ));
             }
         }
-        let mut refs: Vec<(usize, &mut dyn FnMut(usize))> = cases
-            .iter_mut()
-            .map(|(bytes, f)| (*bytes, &mut **f as &mut dyn FnMut(usize)))
-            .collect();
-        let got = bench.set(&mut refs);
+        let got = bench.set(&mut cases);
         let fig = |m: usize, case: &str| {
             let i = names.iter().position(|&n| n == (m, case)).unwrap();
             got[i]
@@ -402,11 +394,7 @@ fn main() {
                 }),
             ));
         }
-        let mut refs: Vec<(usize, &mut dyn FnMut(usize))> = cases
-            .iter_mut()
-            .map(|(n, f)| (*n, &mut **f as &mut dyn FnMut(usize)))
-            .collect();
-        let got = bench.set(&mut refs);
+        let got = bench.set(&mut cases);
         for (k, pair) in kinds.iter().zip(got.chunks(2)) {
             row(
                 &format!("marked / fused copy, {}", k.name()),

@@ -74,7 +74,8 @@ pub const RX_BURST: usize = 64;
 pub const RX_BURST_RECOVERY: usize = 4;
 
 /// How long after a connection was last seen recovering from loss (fast recovery, or
-/// out-of-order data held: `tcp::Connection::recovering_from_loss`) its core keeps the
+/// out-of-order data held for less than twice the RTO:
+/// `tcp::Connection::recovering_from_loss`) its core keeps the
 /// recovery burst: its window grows back over many round trips after the hole fills.
 pub const RECOVERY_BURST_HOLD_US: u64 = 1_000;
 

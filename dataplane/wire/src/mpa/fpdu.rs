@@ -584,13 +584,9 @@ impl<'a> FpduWriter<'a> {
 
     /// Copies `data` in as content (markers put in where they fall).
     fn content(&mut self, data: &[u8]) {
-        let copied: Result<(), Infallible> = self.copy_in(data.len(), |at, n, out, pass| {
+        let Ok(()) = self.copy_in::<Infallible>(data.len(), |at, n, out, pass| {
             Ok(pass.copy_slice(&data[at..at + n], out))
         });
-        match copied {
-            Ok(()) => {}
-            Err(never) => match never {},
-        }
     }
 
     /// Copies `len` octets of content from a source (`copy`, as [`FpduWriter::put_with`]
