@@ -27,6 +27,12 @@
 //!
 //! [`Kernel::best`] picks, once per process, the first of these the CPU runs:
 //!
+//! * [`Kernel::Avx512`] (AVX-512F, VPCLMULQDQ, and what [`Kernel::Vpclmul`] needs): four
+//!   512-bit accumulators (sixteen independent 128-bit folds, 256 octets per round, the XOR
+//!   of each fold in the same `vpternlogq`), the sum in AVX-512 64-bit lanes, the copy
+//!   stored from the same loads, long copies' stores aligned to 64 octets; the last 64 to
+//!   255 octets, and runs shorter than 256, as [`Kernel::Vpclmul`] does them. Marked copies
+//!   are [`Kernel::Vpclmul`]'s.
 //! * [`Kernel::Vpclmul`] (AVX2, VPCLMULQDQ, PCLMULQDQ, SSE4.2): four 256-bit accumulators
 //!   folded with `VPCLMULQDQ` (eight independent 128-bit folds, 128 octets per round), the
 //!   sum in AVX2 64-bit lanes, the copy stored from the same loads. For the CRC alone, runs
@@ -45,8 +51,10 @@
 //! are powers of `x` modulo the polynomial computed at compile time (`consts`), and tested
 //! against a bitwise CRC.
 //!
-//! There is no AVX-512 kernel and no aarch64 SIMD kernel (PMULL, CRC32C instructions):
-//! neither can be built and run on the machines this crate is tested on, and untested
+//! The tests run every kernel the CPU has ([`Kernel::all_available`]); the AVX-512 one was
+//! written and tested on an Intel Xeon (Emerald Rapids) and is tested wherever a CPU has
+//! AVX-512F and VPCLMULQDQ. There is no aarch64 SIMD kernel (PMULL, CRC32C instructions):
+//! it cannot be built and run on the machines this crate is tested on, and untested
 //! kernels are not shipped. On aarch64 and every other target the portable kernel runs.
 
 #![warn(unsafe_op_in_unsafe_fn, clippy::undocumented_unsafe_blocks)]
@@ -67,6 +75,9 @@ use std::sync::atomic::{AtomicU8, Ordering};
 /// Which kernel a call runs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Kernel {
+    /// 512-bit carry-less folding (AVX-512F, VPCLMULQDQ, and [`Kernel::Vpclmul`]'s
+    /// features), x86-64.
+    Avx512,
     /// 256-bit carry-less folding (AVX2, VPCLMULQDQ, PCLMULQDQ, SSE4.2), x86-64.
     Vpclmul,
     /// 128-bit carry-less folding (PCLMULQDQ, SSE4.1, SSE4.2), x86-64.
@@ -82,6 +93,7 @@ const F_DETECTED: u8 = 0x80;
 const F_VPCLMUL: u8 = 1;
 const F_PCLMUL: u8 = 2;
 const F_SSE42: u8 = 4;
+const F_AVX512: u8 = 16;
 /// PCLMULQDQ alongside SSE4.2: the three-stream form of [`Kernel::Sse42`].
 #[cfg(target_arch = "x86_64")]
 const F_SSE42_CLMUL: u8 = 8;
@@ -113,6 +125,9 @@ fn detect() -> u8 {
                     f |= F_PCLMUL;
                     if has!("avx2") && has!("vpclmulqdq") {
                         f |= F_VPCLMUL;
+                        if has!("avx512f") {
+                            f |= F_AVX512;
+                        }
                     }
                 }
             }
@@ -131,7 +146,8 @@ const MAX_CHUNK: usize = 1 << 30;
 
 impl Kernel {
     /// Every kernel, best first.
-    const ALL: [Kernel; 4] = [
+    const ALL: [Kernel; 5] = [
+        Kernel::Avx512,
         Kernel::Vpclmul,
         Kernel::Pclmul,
         Kernel::Sse42,
@@ -143,7 +159,9 @@ impl Kernel {
     #[inline]
     pub fn best() -> Kernel {
         let f = features();
-        if f & F_VPCLMUL != 0 {
+        if f & F_AVX512 != 0 {
+            Kernel::Avx512
+        } else if f & F_VPCLMUL != 0 {
             Kernel::Vpclmul
         } else if f & F_PCLMUL != 0 {
             Kernel::Pclmul
@@ -162,9 +180,10 @@ impl Kernel {
             .collect()
     }
 
-    /// The kernel's name: `"vpclmul"`, `"pclmul"`, `"sse42"` or `"portable"`.
+    /// The kernel's name: `"avx512"`, `"vpclmul"`, `"pclmul"`, `"sse42"` or `"portable"`.
     pub fn name(self) -> &'static str {
         match self {
+            Kernel::Avx512 => "avx512",
             Kernel::Vpclmul => "vpclmul",
             Kernel::Pclmul => "pclmul",
             Kernel::Sse42 => "sse42",
@@ -177,6 +196,7 @@ impl Kernel {
     pub fn is_available(self) -> bool {
         let f = features();
         match self {
+            Kernel::Avx512 => f & F_AVX512 != 0,
             Kernel::Vpclmul => f & F_VPCLMUL != 0,
             Kernel::Pclmul => f & F_PCLMUL != 0,
             Kernel::Sse42 => f & F_SSE42 != 0,
@@ -327,6 +347,11 @@ impl Kernel {
         {
             let f = features();
             match self {
+                Kernel::Avx512 if f & F_AVX512 != 0 => {
+                    // SAFETY: the CPU has the features (detected); the ranges as the
+                    // caller vouches.
+                    return unsafe { x86::avx512::<COPY, SUM>(dst, src, len, crc) };
+                }
                 Kernel::Vpclmul if f & F_VPCLMUL != 0 => {
                     // SAFETY: the CPU has the features (detected); the ranges as the
                     // caller vouches.
@@ -508,7 +533,8 @@ impl Markers {
 
 impl Kernel {
     /// [`copy_marked_raw`] with this kernel (or [`Kernel::Portable`] if the CPU lacks it).
-    /// Only [`Kernel::Vpclmul`] keeps its folds going across markers (a copy whose output
+    /// Only [`Kernel::Vpclmul`] (and [`Kernel::Avx512`], which runs it) keeps its folds
+    /// going across markers (a copy whose output
     /// past its first `before.min(len) % 128` octets is 128 or more); the others take each run
     /// between markers as a call of their own.
     ///
@@ -552,7 +578,7 @@ impl Kernel {
     }
 
     /// The marked copy: through [`x86::vpclmul_marked`] in one pass when this is
-    /// [`Kernel::Vpclmul`] and the copy is long enough, else the source before the first
+    /// [`Kernel::Vpclmul`] or [`Kernel::Avx512`] and the copy is long enough, else the source before the first
     /// marker, then marker and run by marker and run, a kernel call each.
     ///
     /// # Safety
@@ -575,7 +601,10 @@ impl Kernel {
             }
         };
         #[cfg(target_arch = "x86_64")]
-        if self == Kernel::Vpclmul && features() & F_VPCLMUL != 0 && len <= MAX_CHUNK {
+        if matches!(self, Kernel::Vpclmul | Kernel::Avx512)
+            && self.is_available()
+            && len <= MAX_CHUNK
+        {
             let wire = markers.wire_len(len);
             if wire - (markers.before.min(len) % 128) >= 128 {
                 // SAFETY: the CPU has the features; `len <= 2^30`; `wire` is the marked

@@ -159,8 +159,35 @@ const GUARD: u8 = 0xA5;
 /// Guard octets each side of a destination.
 const MARGIN: usize = 64;
 
-/// Checks every operation of `path` on `data` (placed at `src_off` and copied to
-/// `dst_off`), starting from `init`, against `want_crc` and `want_sum`.
+/// `len` octets of `fill` starting at a 64-octet boundary (the widest vector's), with
+/// what holds them: an offset into them is its own alignment.
+fn aligned(len: usize, fill: u8) -> AlignedBuf {
+    let buf = vec![fill; len + 64];
+    let base = buf.as_ptr().align_offset(64);
+    AlignedBuf { buf, base, len }
+}
+
+struct AlignedBuf {
+    buf: Vec<u8>,
+    base: usize,
+    len: usize,
+}
+
+impl std::ops::Deref for AlignedBuf {
+    type Target = [u8];
+    fn deref(&self) -> &[u8] {
+        &self.buf[self.base..self.base + self.len]
+    }
+}
+
+impl std::ops::DerefMut for AlignedBuf {
+    fn deref_mut(&mut self) -> &mut [u8] {
+        &mut self.buf[self.base..self.base + self.len]
+    }
+}
+
+/// Checks every operation of `path` on `data` (placed `src_off` octets and copied to
+/// `dst_off` octets past a 64-octet boundary), starting from `init`, against `want_crc` and `want_sum`.
 fn check_path(
     path: Path,
     init: u32,
@@ -172,7 +199,7 @@ fn check_path(
 ) -> Result<(), TestCaseError> {
     let len = data.len();
     let ctx = format!("{path:?} len {len} src+{src_off} dst+{dst_off} init {init:#x}");
-    let mut src_buf = vec![0x5Au8; src_off + len + MARGIN];
+    let mut src_buf = aligned(src_off + len + MARGIN, 0x5A);
     src_buf[src_off..src_off + len].copy_from_slice(data);
     let src = &src_buf[src_off..src_off + len];
 
@@ -201,18 +228,18 @@ fn check_path(
         Ok(())
     };
 
-    let mut dst_buf = vec![GUARD; dst_off + len + MARGIN];
+    let mut dst_buf = aligned(dst_off + len + MARGIN, GUARD);
     let (c, s) = path.copy(&mut dst_buf[dst_off..dst_off + len], src, init);
     prop_assert_eq!(c, want_crc, "copy's crc: {}", ctx);
     prop_assert_eq!(fold_sum(s), want_sum, "copy's sum: {}", ctx);
     check_dst(&dst_buf, "copy")?;
 
-    let mut dst_buf = vec![GUARD; dst_off + len + MARGIN];
+    let mut dst_buf = aligned(dst_off + len + MARGIN, GUARD);
     let c = path.copy_no_sum(&mut dst_buf[dst_off..dst_off + len], src, init);
     prop_assert_eq!(c, want_crc, "copy without sum's crc: {}", ctx);
     check_dst(&dst_buf, "copy without sum")?;
 
-    let mut dst_buf = vec![GUARD; dst_off + len + MARGIN];
+    let mut dst_buf = aligned(dst_off + len + MARGIN, GUARD);
     // SAFETY: the two ranges are inside their (distinct) buffers.
     let (c, s) = unsafe {
         path.raw(
@@ -334,6 +361,34 @@ fn around_superblocks() {
             let (src_off, dst_off) = (len % 61, len % 37);
             for &p in &paths {
                 check_path(p, init, data, src_off, dst_off, want_crc, want_sum).unwrap();
+            }
+        }
+    }
+}
+
+/// The wide kernels' shapes at every alignment: lengths around the 512-bit kernel's
+/// threshold and rounds (256 octets), its 64-octet steps and the 256-bit end it hands
+/// over to, and around the length from which a copy first aligns its stores (an even head
+/// up to the next 64- or 32-octet boundary goes ahead, an odd one stays), each at every
+/// destination alignment modulo 64 with two source alignments, each tier.
+#[test]
+fn every_alignment_of_the_wide_shapes() {
+    let paths = paths();
+    let mut rng = Rng(512);
+    let data = rng.vec(4200);
+    for len in [
+        127, 128, 255, 256, 257, 300, 319, 320, 383, 511, 512, 513, 575, 2047, 2048, 2049, 2111,
+        2302, 2303, 2304, 2305, 2367, 4095, 4096, 4111,
+    ] {
+        let data = &data[..len];
+        let init = rng.next() as u32;
+        let want_crc = crc_ref(init, data);
+        let want_sum = reference_sum(data);
+        for dst_off in 0..64 {
+            for src_off in [dst_off, (dst_off + 17) % 64] {
+                for &p in &paths {
+                    check_path(p, init, data, src_off, dst_off, want_crc, want_sum).unwrap();
+                }
             }
         }
     }

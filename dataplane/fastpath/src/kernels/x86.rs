@@ -395,7 +395,7 @@ pub(super) unsafe fn vpclmul<const COPY: bool, const SUM: bool>(
     if len >= 32 {
         let seed = _mm256_zextsi128_si256(_mm_cvtsi32_si128(reg as i32));
         let mut vsum = _mm256_setzero_si256();
-        let mut a;
+        let a;
         if len >= 128 {
             // SAFETY: `128 <= len`: the first four vectors are in both ranges.
             let x0 = unsafe { take256::<COPY>(dst, src, 0) };
@@ -439,35 +439,59 @@ pub(super) unsafe fn vpclmul<const COPY: bool, const SUM: bool>(
             a = _mm256_xor_si256(x, seed);
             off = 32;
         }
-        let k = fold_k256::<256>();
-        while len - off >= 32 {
-            // SAFETY: `off + 32 <= len`, in both ranges.
-            let x = unsafe { take256::<COPY>(dst, src, off) };
-            if SUM {
-                vsum = _mm256_add_epi64(vsum, words256(x));
-            }
-            a = _mm256_xor_si256(fold256(a, k), x);
-            off += 32;
-        }
-        let k = fold_k128::<128>();
-        let mut r = fold_lanes(a);
-        if len - off >= 16 {
-            // SAFETY: `off + 16 <= len`, in both ranges.
-            let x = unsafe { take128::<COPY>(dst, src, off) };
-            if SUM {
-                vsum = _mm256_add_epi64(vsum, _mm256_zextsi128_si256(words128(x)));
-            }
-            r = _mm_xor_si128(fold128(r, k), x);
-            off += 16;
-        }
-        if SUM {
-            acc += lanes_sum(vsum);
-        }
-        reg = finish_remainder(r);
+        // SAFETY: `off <= len`, a multiple of 32; the ranges as the caller vouches.
+        (reg, off) = unsafe { finish256::<COPY, SUM>(dst, src, off, len, a, vsum, &mut acc) };
     }
     // SAFETY: `off` is a multiple of 16, at most `len`; the ranges as the caller vouches.
     reg = unsafe { tail::<COPY, SUM>(dst, src, off, len, reg, &mut acc) };
     (!reg, if SUM { sum::finish(acc) } else { 0 })
+}
+
+/// The end of a 256-bit folding run whose accumulator `a` stands for the octets before
+/// `off`: 32-octet folds while they fit, the lanes folded into one 128-bit remainder, one
+/// 16-octet fold if it fits, the sum lanes `vsum` added to `acc` (if `SUM`). Returns the
+/// register of the run so far and the offset reached (fewer than 16 octets before `len`).
+///
+/// # Safety
+///
+/// The CPU has AVX2, VPCLMULQDQ, PCLMULQDQ and SSE4.2; `off <= len`; the ranges as
+/// [`vpclmul`] takes them.
+#[inline]
+#[target_feature(enable = "avx2,vpclmulqdq,pclmulqdq,sse4.1,sse4.2")]
+unsafe fn finish256<const COPY: bool, const SUM: bool>(
+    dst: *mut u8,
+    src: *const u8,
+    mut off: usize,
+    len: usize,
+    mut a: __m256i,
+    mut vsum: __m256i,
+    acc: &mut u128,
+) -> (u32, usize) {
+    let k = fold_k256::<256>();
+    while len - off >= 32 {
+        // SAFETY: `off + 32 <= len`, in both ranges.
+        let x = unsafe { take256::<COPY>(dst, src, off) };
+        if SUM {
+            vsum = _mm256_add_epi64(vsum, words256(x));
+        }
+        a = _mm256_xor_si256(fold256(a, k), x);
+        off += 32;
+    }
+    let k = fold_k128::<128>();
+    let mut r = fold_lanes(a);
+    if len - off >= 16 {
+        // SAFETY: `off + 16 <= len`, in both ranges.
+        let x = unsafe { take128::<COPY>(dst, src, off) };
+        if SUM {
+            vsum = _mm256_add_epi64(vsum, _mm256_zextsi128_si256(words128(x)));
+        }
+        r = _mm_xor_si128(fold128(r, k), x);
+        off += 16;
+    }
+    if SUM {
+        *acc += lanes_sum(vsum);
+    }
+    (finish_remainder(r), off)
 }
 
 /// Vector rounds (of 128 octets) per superblock of [`crc_superblocks`].
@@ -586,6 +610,174 @@ fn sum4(x0: __m256i, x1: __m256i, x2: __m256i, x3: __m256i) -> __m256i {
         _mm256_add_epi64(words256(x0), words256(x1)),
         _mm256_add_epi64(words256(x2), words256(x3)),
     )
+}
+
+// ---------------------------------------------------------------------------------------
+// Folding with 512-bit vectors.
+
+/// [`fold_k128`] for the four 128-bit lanes of a 512-bit vector.
+#[inline]
+#[target_feature(enable = "avx512f")]
+fn fold_k512<const BITS: u32>() -> __m512i {
+    let (k0, k1) = const { fold_pair(BITS) };
+    let (k0, k1) = (k0 as i64, k1 as i64);
+    _mm512_set_epi64(k1, k0, k1, k0, k1, k0, k1, k0)
+}
+
+/// [`fold128`] on the four lanes, with `x` XORed in (one three-way XOR).
+#[inline]
+#[target_feature(enable = "avx512f,vpclmulqdq")]
+fn fold512_xor(a: __m512i, k: __m512i, x: __m512i) -> __m512i {
+    _mm512_ternarylogic_epi64::<0x96>(
+        _mm512_clmulepi64_epi128(a, k, 0x00),
+        _mm512_clmulepi64_epi128(a, k, 0x11),
+        x,
+    )
+}
+
+/// [`words128`] on 512 bits.
+#[inline]
+#[target_feature(enable = "avx512f")]
+fn words512(x: __m512i) -> __m512i {
+    let lo = _mm512_and_si512(x, _mm512_set1_epi64(0xffff_ffff));
+    _mm512_add_epi64(lo, _mm512_srli_epi64::<32>(x))
+}
+
+/// [`take128`] on 64 octets.
+///
+/// # Safety
+///
+/// `[off, off + 64)` is inside the source range (valid for reads) and, if `COPY`, the
+/// destination range (valid for writes).
+#[inline]
+#[target_feature(enable = "avx512f")]
+unsafe fn take512<const COPY: bool>(dst: *mut u8, src: *const u8, off: usize) -> __m512i {
+    // SAFETY: in bounds, by the caller; `loadu` takes any alignment.
+    let x = unsafe { _mm512_loadu_si512(src.add(off).cast()) };
+    if COPY {
+        // SAFETY: in bounds, by the caller; `storeu` takes any alignment.
+        unsafe { _mm512_storeu_si512(dst.add(off).cast(), x) };
+    }
+    x
+}
+
+/// Runs shorter than this go to [`vpclmul`] (one round of [`avx512`] is 256 octets).
+const AVX512_FROM: usize = 256;
+
+/// The AVX-512 kernel: four 512-bit accumulators (256 octets per round: sixteen
+/// independent 128-bit folds, each with its XOR in one three-way `vpternlogq`), the sum in
+/// 512-bit 64-bit lanes, the copy stored from the same loads; then 64-octet folds, and the
+/// accumulator's halves folded into the 256-bit one that [`finish256`] and [`tail`] end as
+/// [`vpclmul`] does. Runs shorter than [`AVX512_FROM`] are [`vpclmul`]'s. Copies of at
+/// least [`ALIGN_COPY_FROM`] octets start by aligning their destination to 64 octets.
+///
+/// # Safety
+///
+/// The CPU has AVX-512F, VPCLMULQDQ, AVX2, PCLMULQDQ and SSE4.2; `src` is valid for reads
+/// of `len` octets; if `COPY`, `dst` is valid for writes of `len` octets and does not
+/// overlap it.
+#[target_feature(enable = "avx512f,vpclmulqdq,avx2,pclmulqdq,sse4.1,sse4.2")]
+pub(super) unsafe fn avx512<const COPY: bool, const SUM: bool>(
+    dst: *mut u8,
+    src: *const u8,
+    len: usize,
+    crc: u32,
+) -> (u32, u64) {
+    if len < AVX512_FROM {
+        // SAFETY: the caller's promise, passed on (the CPU has `vpclmul`'s features).
+        return unsafe { vpclmul::<COPY, SUM>(dst, src, len, crc) };
+    }
+    // As in `vpclmul`, to a 64-octet boundary: a 512-bit store that straddles two cache
+    // lines costs two.
+    if COPY && len >= ALIGN_COPY_FROM {
+        let head = (64 - (dst as usize & 63)) & 63;
+        if head != 0 && head.is_multiple_of(2) {
+            // SAFETY: `head < 64 <= len`: the head and the rest lie in both ranges, which
+            // the caller vouches for; the rest's destination is aligned, so this does not
+            // come back here.
+            let (c1, s1) = unsafe { vpclmul::<COPY, SUM>(dst, src, head, crc) };
+            // SAFETY: as above.
+            let (c2, s2) =
+                unsafe { avx512::<COPY, SUM>(dst.add(head), src.add(head), len - head, c1) };
+            return (c2, s1 + s2);
+        }
+    }
+    let seed = _mm512_zextsi128_si512(_mm_cvtsi32_si128(!crc as i32));
+    // SAFETY: `256 <= len`: the first four vectors are in both ranges.
+    let (x0, x1, x2, x3) = unsafe {
+        (
+            take512::<COPY>(dst, src, 0),
+            take512::<COPY>(dst, src, 64),
+            take512::<COPY>(dst, src, 128),
+            take512::<COPY>(dst, src, 192),
+        )
+    };
+    let mut vsum = _mm512_setzero_si512();
+    if SUM {
+        vsum = _mm512_add_epi64(
+            _mm512_add_epi64(words512(x0), words512(x1)),
+            _mm512_add_epi64(words512(x2), words512(x3)),
+        );
+    }
+    let (mut a0, mut a1, mut a2, mut a3) = (_mm512_xor_si512(x0, seed), x1, x2, x3);
+    let mut off = 256;
+    let k = fold_k512::<2048>();
+    while len - off >= 256 {
+        // SAFETY: `off + 256 <= len`, in both ranges.
+        let (x0, x1, x2, x3) = unsafe {
+            (
+                take512::<COPY>(dst, src, off),
+                take512::<COPY>(dst, src, off + 64),
+                take512::<COPY>(dst, src, off + 128),
+                take512::<COPY>(dst, src, off + 192),
+            )
+        };
+        if SUM {
+            vsum = _mm512_add_epi64(
+                vsum,
+                _mm512_add_epi64(
+                    _mm512_add_epi64(words512(x0), words512(x1)),
+                    _mm512_add_epi64(words512(x2), words512(x3)),
+                ),
+            );
+        }
+        a0 = fold512_xor(a0, k, x0);
+        a1 = fold512_xor(a1, k, x1);
+        a2 = fold512_xor(a2, k, x2);
+        a3 = fold512_xor(a3, k, x3);
+        off += 256;
+    }
+    // Accumulator `i` moves on by `3 - i` vectors onto the last.
+    let mut a = _mm512_ternarylogic_epi64::<0x96>(
+        fold512_xor(a0, fold_k512::<1536>(), a3),
+        fold512_xor(a1, fold_k512::<1024>(), _mm512_setzero_si512()),
+        fold512_xor(a2, fold_k512::<512>(), _mm512_setzero_si512()),
+    );
+    let k = fold_k512::<512>();
+    while len - off >= 64 {
+        // SAFETY: `off + 64 <= len`, in both ranges.
+        let x = unsafe { take512::<COPY>(dst, src, off) };
+        if SUM {
+            vsum = _mm512_add_epi64(vsum, words512(x));
+        }
+        a = fold512_xor(a, k, x);
+        off += 64;
+    }
+    // The lower half (the earlier 32 octets) moved on by 256 bits onto the upper.
+    let a = _mm256_xor_si256(
+        fold256(_mm512_castsi512_si256(a), fold_k256::<256>()),
+        _mm512_extracti64x4_epi64::<1>(a),
+    );
+    let vsum = _mm256_add_epi64(
+        _mm512_castsi512_si256(vsum),
+        _mm512_extracti64x4_epi64::<1>(vsum),
+    );
+    let mut acc: u128 = 0;
+    // SAFETY: `off <= len`, a multiple of 64; the ranges as the caller vouches.
+    let (reg, off) = unsafe { finish256::<COPY, SUM>(dst, src, off, len, a, vsum, &mut acc) };
+    // SAFETY: `off` is a multiple of 16, at most `len`; the ranges as the caller vouches.
+    let reg = unsafe { tail::<COPY, SUM>(dst, src, off, len, reg, &mut acc) };
+    (!reg, if SUM { sum::finish(acc) } else { 0 })
 }
 
 // ---------------------------------------------------------------------------------------
