@@ -32,7 +32,8 @@
 //!   of each fold in the same `vpternlogq`), the sum in AVX-512 64-bit lanes, the copy
 //!   stored from the same loads, long copies' stores aligned to 64 octets; the last 64 to
 //!   255 octets, and runs shorter than 256, as [`Kernel::Vpclmul`] does them. Marked copies
-//!   are [`Kernel::Vpclmul`]'s.
+//!   have their own kernel, with the same accumulators in rounds of 256 output octets (each
+//!   marker at the start of one), ending as [`Kernel::Vpclmul`]'s marked copy does.
 //! * [`Kernel::Vpclmul`] (AVX2, VPCLMULQDQ, PCLMULQDQ, SSE4.2): four 256-bit accumulators
 //!   folded with `VPCLMULQDQ` (eight independent 128-bit folds, 128 octets per round), the
 //!   sum in AVX2 64-bit lanes, the copy stored from the same loads. For the CRC alone, runs
@@ -533,10 +534,12 @@ impl Markers {
 
 impl Kernel {
     /// [`copy_marked_raw`] with this kernel (or [`Kernel::Portable`] if the CPU lacks it).
-    /// Only [`Kernel::Vpclmul`] (and [`Kernel::Avx512`], which runs it) keeps its folds
-    /// going across markers (a copy whose output
-    /// past its first `before.min(len) % 128` octets is 128 or more); the others take each run
-    /// between markers as a call of their own.
+    /// Only [`Kernel::Avx512`] and [`Kernel::Vpclmul`] keep their folds going across
+    /// markers, each with a marked kernel of its own: [`Kernel::Avx512`]'s for a copy whose
+    /// output past its first `before.min(len) % 256` octets is 256 or more, else
+    /// [`Kernel::Vpclmul`]'s (which [`Kernel::Avx512`] falls back to) for one whose output
+    /// past its first `before.min(len) % 128` octets is 128 or more; the others, and
+    /// shorter copies, take each run between markers as a call of their own.
     ///
     /// # Safety
     ///
@@ -577,9 +580,11 @@ impl Kernel {
         }
     }
 
-    /// The marked copy: through [`x86::vpclmul_marked`] in one pass when this is
-    /// [`Kernel::Vpclmul`] or [`Kernel::Avx512`] and the copy is long enough, else the source before the first
-    /// marker, then marker and run by marker and run, a kernel call each.
+    /// The marked copy: in one pass through [`x86::avx512_marked`] when this is
+    /// [`Kernel::Avx512`] and the copy is long enough for it, else through
+    /// [`x86::vpclmul_marked`] when this is [`Kernel::Avx512`] or [`Kernel::Vpclmul`] and the
+    /// copy is long enough for that; else the source before the first marker, then marker
+    /// and run by marker and run, a kernel call each.
     ///
     /// # Safety
     ///
@@ -606,7 +611,24 @@ impl Kernel {
             && len <= MAX_CHUNK
         {
             let wire = markers.wire_len(len);
-            if wire - (markers.before.min(len) % 128) >= 128 {
+            let head = markers.before.min(len);
+            // `wire >= len >= head`: no underflow.
+            if self == Kernel::Avx512 && wire - head % 256 >= 256 {
+                // SAFETY: the CPU has the features; `len <= 2^30`; `wire` is the marked
+                // length, long enough; the ranges as the caller vouches.
+                return unsafe {
+                    x86::avx512_marked::<SUM>(
+                        dst,
+                        src,
+                        len,
+                        markers.before,
+                        wire,
+                        markers.fpduptr,
+                        crc,
+                    )
+                };
+            }
+            if wire - head % 128 >= 128 {
                 // SAFETY: the CPU has the features; `len <= 2^30`; `wire` is the marked
                 // length, long enough; the ranges as the caller vouches.
                 return unsafe {

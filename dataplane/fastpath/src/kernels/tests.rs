@@ -751,3 +751,88 @@ fn marked_copies_of_every_short_length() {
         }
     }
 }
+
+/// The shapes of the wide marked copies at many destination alignments: `before` around
+/// the 256- and 512-octet boundaries (below 4, where the AVX-512 marked kernel's first
+/// marker goes through its stack buffer; at or past the copy's length, where it has no
+/// marker), lengths from one 256-octet round to several intervals, each at eight
+/// destination offsets modulo 64 (all 64 over the cases) and a few source offsets, with
+/// and without the sum, every kernel against the plain marked copy: the octets (nothing
+/// written in the guard octets around them), the CRC and the sum. Counts the copies that
+/// meet the AVX-512 marked kernel's precondition and those that fall back to the
+/// VPCLMULQDQ one, so that the test is known to reach both.
+#[test]
+fn marked_copies_around_the_wide_rounds() {
+    let mut rng = Rng(0x0200_0100);
+    let data = rng.vec(4200);
+    let befores = [
+        0, 1, 2, 3, 4, 5, 8, 60, 63, 64, 65, 127, 128, 129, 191, 192, 200, 252, 253, 255, 256, 257,
+        260, 300, 383, 384, 448, 500, 507, 508, 509, 511, 512, 513, 516, 576, 600,
+    ];
+    let lens = [
+        256, 257, 259, 260, 300, 320, 383, 384, 507, 508, 509, 512, 513, 600, 700, 1016, 1017,
+        1280, 1531, 2048, 2100, 2600, 3071, 3555, 4095, 4096, 4200,
+    ];
+    // Copies that meet `avx512_marked`'s precondition; that fall back to
+    // `vpclmul_marked` (none is short enough to go run by run).
+    let mut shapes = [0usize; 2];
+    for before in befores {
+        for len in lens {
+            let markers = Markers {
+                before,
+                fpduptr: (before * 31 + len) as u16,
+            };
+            let src = &data[..len];
+            let wire = marked_reference(src, markers);
+            let n = wire.len();
+            let head = before.min(len);
+            assert!(n - head % 128 >= 128);
+            shapes[usize::from(n - head % 256 < 256)] += 1;
+            let init = rng.next() as u32;
+            let want = (crc_ref(init, &wire), reference_sum(&wire));
+            let src_off = (before + 3 * len) % 64;
+            let mut src_buf = aligned(src_off + len + MARGIN, 0x5A);
+            src_buf[src_off..src_off + len].copy_from_slice(src);
+            for j in 0..8 {
+                let dst_off = (8 * j + before + len) % 64;
+                for k in Kernel::all_available() {
+                    for sum in [true, false] {
+                        let ctx =
+                            format!("{k:?} before {before} len {len} dst+{dst_off} sum {sum}");
+                        let at = MARGIN + dst_off;
+                        let mut dst_buf = aligned(at + n + MARGIN, GUARD);
+                        // SAFETY: the source's `len` octets and the destination's `n` (the
+                        // marked copy's length) are inside their own buffers.
+                        let (c, s) = unsafe {
+                            k.copy_marked_raw(
+                                dst_buf.as_mut_ptr().add(at),
+                                src_buf.as_ptr().add(src_off),
+                                len,
+                                markers,
+                                init,
+                                sum,
+                            )
+                        };
+                        assert!(dst_buf[at..at + n] == wire[..], "{ctx}: octets differ");
+                        assert!(
+                            dst_buf[..at].iter().all(|&b| b == GUARD),
+                            "{ctx}: written before the destination"
+                        );
+                        assert!(
+                            dst_buf[at + n..].iter().all(|&b| b == GUARD),
+                            "{ctx}: written past the end"
+                        );
+                        assert_eq!(c, want.0, "{ctx}: crc");
+                        if sum {
+                            assert!(s < 1 << 33, "{ctx}: sum not reduced");
+                            assert_eq!(fold_sum(s), want.1, "{ctx}: sum");
+                        } else {
+                            assert_eq!(s, 0, "{ctx}: a sum without the sum");
+                        }
+                    }
+                }
+            }
+        }
+    }
+    assert!(shapes[0] >= 500 && shapes[1] >= 50, "shapes: {shapes:?}");
+}

@@ -1,7 +1,8 @@
-//! The x86-64 kernels: [`vpclmul`] (256-bit carry-less folding, and for the CRC alone
-//! `crc32` streams beside it), [`pclmul`] (128-bit folding), [`sse42_three`] and
-//! [`sse42_one`] (the `crc32` instruction, three streams recombined by a carry-less
-//! multiply, or one).
+//! The x86-64 kernels: [`avx512`] (512-bit carry-less folding), [`vpclmul`] (256-bit
+//! carry-less folding, and for the CRC alone `crc32` streams beside it), [`pclmul`]
+//! (128-bit folding), [`sse42_three`] and [`sse42_one`] (the `crc32` instruction, three
+//! streams recombined by a carry-less multiply, or one); and the marked copies
+//! [`avx512_marked`] and [`vpclmul_marked`].
 //!
 //! Each is an `unsafe fn` with `#[target_feature]`, called only once the features are
 //! detected (see `Kernel::is_available`). All take raw pointers and read every octet of
@@ -643,6 +644,45 @@ fn words512(x: __m512i) -> __m512i {
     _mm512_add_epi64(lo, _mm512_srli_epi64::<32>(x))
 }
 
+/// The word sums of four 512-bit vectors, added pairwise.
+#[inline]
+#[target_feature(enable = "avx512f")]
+fn sum4_512(x0: __m512i, x1: __m512i, x2: __m512i, x3: __m512i) -> __m512i {
+    _mm512_add_epi64(
+        _mm512_add_epi64(words512(x0), words512(x1)),
+        _mm512_add_epi64(words512(x2), words512(x3)),
+    )
+}
+
+/// Folds four accumulators of consecutive 64-octet vectors into the last: accumulator
+/// `i` moves on by `3 - i` vectors.
+#[inline]
+#[target_feature(enable = "avx512f,vpclmulqdq")]
+fn fold4_512(a0: __m512i, a1: __m512i, a2: __m512i, a3: __m512i) -> __m512i {
+    _mm512_ternarylogic_epi64::<0x96>(
+        fold512_xor(a0, fold_k512::<1536>(), a3),
+        fold512_xor(a1, fold_k512::<1024>(), _mm512_setzero_si512()),
+        fold512_xor(a2, fold_k512::<512>(), _mm512_setzero_si512()),
+    )
+}
+
+/// A 512-bit accumulator and sum brought down to 256 bits for [`finish256`]: the
+/// accumulator's lower half (the earlier 32 octets) moved on by 256 bits onto the upper,
+/// and the sum's two halves added.
+#[inline]
+#[target_feature(enable = "avx512f,vpclmulqdq,avx2")]
+fn halves512(a: __m512i, vsum: __m512i) -> (__m256i, __m256i) {
+    let a = _mm256_xor_si256(
+        fold256(_mm512_castsi512_si256(a), fold_k256::<256>()),
+        _mm512_extracti64x4_epi64::<1>(a),
+    );
+    let vsum = _mm256_add_epi64(
+        _mm512_castsi512_si256(vsum),
+        _mm512_extracti64x4_epi64::<1>(vsum),
+    );
+    (a, vsum)
+}
+
 /// [`take128`] on 64 octets.
 ///
 /// # Safety
@@ -714,10 +754,7 @@ pub(super) unsafe fn avx512<const COPY: bool, const SUM: bool>(
     };
     let mut vsum = _mm512_setzero_si512();
     if SUM {
-        vsum = _mm512_add_epi64(
-            _mm512_add_epi64(words512(x0), words512(x1)),
-            _mm512_add_epi64(words512(x2), words512(x3)),
-        );
+        vsum = sum4_512(x0, x1, x2, x3);
     }
     let (mut a0, mut a1, mut a2, mut a3) = (_mm512_xor_si512(x0, seed), x1, x2, x3);
     let mut off = 256;
@@ -733,13 +770,7 @@ pub(super) unsafe fn avx512<const COPY: bool, const SUM: bool>(
             )
         };
         if SUM {
-            vsum = _mm512_add_epi64(
-                vsum,
-                _mm512_add_epi64(
-                    _mm512_add_epi64(words512(x0), words512(x1)),
-                    _mm512_add_epi64(words512(x2), words512(x3)),
-                ),
-            );
+            vsum = _mm512_add_epi64(vsum, sum4_512(x0, x1, x2, x3));
         }
         a0 = fold512_xor(a0, k, x0);
         a1 = fold512_xor(a1, k, x1);
@@ -747,12 +778,7 @@ pub(super) unsafe fn avx512<const COPY: bool, const SUM: bool>(
         a3 = fold512_xor(a3, k, x3);
         off += 256;
     }
-    // Accumulator `i` moves on by `3 - i` vectors onto the last.
-    let mut a = _mm512_ternarylogic_epi64::<0x96>(
-        fold512_xor(a0, fold_k512::<1536>(), a3),
-        fold512_xor(a1, fold_k512::<1024>(), _mm512_setzero_si512()),
-        fold512_xor(a2, fold_k512::<512>(), _mm512_setzero_si512()),
-    );
+    let mut a = fold4_512(a0, a1, a2, a3);
     let k = fold_k512::<512>();
     while len - off >= 64 {
         // SAFETY: `off + 64 <= len`, in both ranges.
@@ -763,15 +789,7 @@ pub(super) unsafe fn avx512<const COPY: bool, const SUM: bool>(
         a = fold512_xor(a, k, x);
         off += 64;
     }
-    // The lower half (the earlier 32 octets) moved on by 256 bits onto the upper.
-    let a = _mm256_xor_si256(
-        fold256(_mm512_castsi512_si256(a), fold_k256::<256>()),
-        _mm512_extracti64x4_epi64::<1>(a),
-    );
-    let vsum = _mm256_add_epi64(
-        _mm512_castsi512_si256(vsum),
-        _mm512_extracti64x4_epi64::<1>(vsum),
-    );
+    let (a, vsum) = halves512(a, vsum);
     let mut acc: u128 = 0;
     // SAFETY: `off <= len`, a multiple of 64; the ranges as the caller vouches.
     let (reg, off) = unsafe { finish256::<COPY, SUM>(dst, src, off, len, a, vsum, &mut acc) };
@@ -931,6 +949,29 @@ unsafe fn load256_marked(src: *const u8, s: usize, m: u32) -> __m256i {
     _mm256_blend_epi32::<1>(x, _mm256_zextsi128_si256(_mm_cvtsi32_si128(m as i32)))
 }
 
+/// [`load256_marked`] on 64 octets (60 of source), the marker put in dword 0 with a masked
+/// broadcast.
+///
+/// # Safety
+///
+/// `[src, src + s + 60)` is valid for reads.
+#[inline]
+#[target_feature(enable = "avx512f")]
+unsafe fn load512_marked(src: *const u8, s: usize, m: u32) -> __m512i {
+    let x = if s >= 4 {
+        // SAFETY: `[s - 4, s + 60)` is inside the source (the caller's promise).
+        unsafe { _mm512_loadu_si512(src.add(s - 4).cast()) }
+    } else {
+        let mut buf = [0u8; 64];
+        // SAFETY: `[s, s + 60)` is inside the source; `buf` has room for 60 after 4.
+        unsafe {
+            std::ptr::copy_nonoverlapping(src.add(s), buf.as_mut_ptr().add(4), 60);
+            _mm512_loadu_si512(buf.as_ptr().cast())
+        }
+    };
+    _mm512_mask_set1_epi32(x, 1, m as i32)
+}
+
 /// [`load256_marked`] on 16 octets (12 of source).
 ///
 /// # Safety
@@ -963,7 +1004,8 @@ struct MarkedCursor {
 }
 
 impl MarkedCursor {
-    /// Takes the next `N` output octets (`N` of 16 or 32, or a round of 128 as four 32s):
+    /// Takes the next `N` output octets (`N` of 16, 32 or 64, or a round of 128 as four
+    /// 32s or of 256 as four 64s):
     /// with the marker first if one is due (then `N - 4` source octets), else `N` source
     /// octets; advances the cursor. Returns the marker word if one was due.
     #[inline]
@@ -1079,12 +1121,48 @@ pub(super) unsafe fn vpclmul_marked<const SUM: bool>(
         a2 = _mm256_xor_si256(fold256(a2, k), x2);
         a3 = _mm256_xor_si256(fold256(a3, k), x3);
     }
-    let mut a = fold4(a0, a1, a2, a3);
+    let a = fold4(a0, a1, a2, a3);
+    // SAFETY: `c` is where the rounds left the copy; the ranges as the caller vouches.
+    let (reg, acc) = unsafe { marked_end::<SUM>(dst, src, len, wire, c, a, vsum) };
+    let sum = if SUM {
+        sum::reduce(pre_sum + super::sum_at(sum::finish(acc), g))
+    } else {
+        0
+    };
+    (!reg, sum)
+}
+
+/// The end of a marked copy, shared by [`vpclmul_marked`] and [`avx512_marked`]: with the
+/// 256-bit accumulator `a` and sum lanes `vsum` standing for the output before the cursor
+/// `c` (fewer than 64 octets before `wire` when called from [`avx512_marked`], fewer than
+/// 128 from [`vpclmul_marked`]), 32-octet folds while they fit, the lanes folded into one
+/// 128-bit remainder, one 16-octet fold if it fits (each step loading with its marker if
+/// one is due, as the rounds do), then a marker left for the tail written as a word, and
+/// the word tail. Returns the CRC register at the end and the output's word sum from where
+/// the accumulators started (0 if not `SUM`).
+///
+/// # Safety
+///
+/// The CPU has AVX2, VPCLMULQDQ, PCLMULQDQ and SSE4.2; `wire` is the marked copy's length,
+/// `c` a cursor inside it whose `to_marker` is a multiple of 32; `src` is valid for reads
+/// of `len` octets and `dst` for writes of `wire`, and the two do not overlap.
+#[inline]
+#[target_feature(enable = "avx2,vpclmulqdq,pclmulqdq,sse4.1,sse4.2")]
+unsafe fn marked_end<const SUM: bool>(
+    dst: *mut u8,
+    src: *const u8,
+    len: usize,
+    wire: usize,
+    mut c: MarkedCursor,
+    mut a: __m256i,
+    mut vsum: __m256i,
+) -> (u32, u128) {
     let k = fold_k256::<256>();
     while wire - c.o >= 32 {
         let (o, s) = (c.o, c.s);
-        // SAFETY: 32 output octets remain and a marker can only start them (see above),
-        // so their source octets (28 after a marker, else 32) are in the source.
+        // SAFETY: 32 output octets remain and a marker can only start them (see
+        // `vpclmul_marked`), so their source octets (28 after a marker, else 32) are in
+        // the source.
         let x = unsafe {
             let x = match c.advance::<32>() {
                 Some(m) => load256_marked(src, s, m),
@@ -1131,8 +1209,133 @@ pub(super) unsafe fn vpclmul_marked<const SUM: bool>(
     }
     debug_assert_eq!(wire - c.o, len - c.s);
     // SAFETY: the last `wire - c.o` output octets are the last source octets; offset 0
-    // (a multiple of 8), at an even distance from `g` as every step's octets are.
+    // (a multiple of 8), at an even distance from where the accumulators started, as
+    // every step's octets are.
     reg = unsafe { tail::<true, SUM>(dst.add(c.o), src.add(c.s), 0, len - c.s, reg, &mut acc) };
+    (reg, acc)
+}
+
+/// One round of [`avx512_marked`]: the next 256 output octets as four 64-octet vectors, the
+/// first loaded with its marker ([`load512_marked`]) if one is due, stored to the output;
+/// advances the cursor.
+///
+/// # Safety
+///
+/// The CPU has AVX-512F; `c` is a cursor of a marked copy whose output has 256 octets or
+/// more left (`wire - c.o >= 256`) and whose `to_marker` is a multiple of 256; `src` is
+/// valid for reads of the copy's source and `dst` for writes of its output, and the two do
+/// not overlap.
+#[inline]
+#[target_feature(enable = "avx512f")]
+unsafe fn marked_round512(dst: *mut u8, src: *const u8, c: &mut MarkedCursor) -> [__m512i; 4] {
+    let (o, s) = (c.o, c.s);
+    let m = c.advance::<256>();
+    // SAFETY: the round's output octets `o..o + 256` are inside the output, and its source
+    // octets (`s..s + 252` after a marker, else `s..s + 256`: the output before its end is
+    // source and markers as laid out) inside the source (the caller's promise).
+    unsafe {
+        let (x0, s) = match m {
+            Some(m) => (load512_marked(src, s, m), s + 60),
+            None => (_mm512_loadu_si512(src.add(s).cast()), s + 64),
+        };
+        let x = [
+            x0,
+            _mm512_loadu_si512(src.add(s).cast()),
+            _mm512_loadu_si512(src.add(s + 64).cast()),
+            _mm512_loadu_si512(src.add(s + 128).cast()),
+        ];
+        for (i, v) in x.iter().enumerate() {
+            _mm512_storeu_si512(dst.add(o + 64 * i).cast(), *v);
+        }
+        x
+    }
+}
+
+/// The AVX-512 kernel for a marked copy: [`vpclmul_marked`] (same output, arguments and
+/// results) with [`avx512`]'s four 512-bit accumulators, in rounds of 256 output octets.
+///
+/// The first `before.min(len) % 256` octets go through [`vpclmul`], so that the rest is
+/// laid out in rounds of 256 output octets with each marker at the start of one (markers
+/// are 512 apart). A round or a 64-octet step that starts with a marker loads its first
+/// vector with the marker put in the register over its first 4 octets
+/// ([`load512_marked`]). After the rounds, 64-octet steps; then the accumulator and the
+/// sum are brought down to 256 bits as [`avx512`] does, and [`marked_end`] (the 32- and
+/// 16-octet steps, a marker left for the tail, the word tail) ends the copy as it does
+/// [`vpclmul_marked`]'s. `to_marker` starts as a multiple of 256 and each step takes a
+/// multiple of itself (256, 64, 32, 16), so a marker always falls at the start of a step.
+/// Every source octet stored, folded and summed is read once.
+///
+/// # Safety
+///
+/// The CPU has AVX-512F, VPCLMULQDQ, AVX2, PCLMULQDQ and SSE4.2; `len <= 2^30`; `wire` is
+/// the marked copy's length and `wire - before.min(len) % 256 >= 256`; `src` is valid for
+/// reads of `len` octets and `dst` for writes of `wire`, and the two do not overlap.
+#[target_feature(enable = "avx512f,vpclmulqdq,avx2,pclmulqdq,sse4.1,sse4.2")]
+pub(super) unsafe fn avx512_marked<const SUM: bool>(
+    dst: *mut u8,
+    src: *const u8,
+    len: usize,
+    before: usize,
+    wire: usize,
+    ptr: u16,
+    crc: u32,
+) -> (u32, u64) {
+    let h = before.min(len);
+    let g = h % 256;
+    debug_assert!(wire >= g + 256);
+    // SAFETY: the first `g <= len` octets of both ranges (fewer than 256: `avx512` would
+    // hand them to `vpclmul` too).
+    let (crc, pre_sum) = unsafe { vpclmul::<true, SUM>(dst, src, g, crc) };
+    let mut c = MarkedCursor {
+        o: g,
+        s: g,
+        to_marker: h - g,
+        ptr,
+    };
+    let seed = _mm512_zextsi128_si512(_mm_cvtsi32_si128(!crc as i32));
+    // SAFETY: `wire - g >= 256` (the caller's promise); `to_marker` is a multiple of 256.
+    let [x0, x1, x2, x3] = unsafe { marked_round512(dst, src, &mut c) };
+    let mut vsum = if SUM {
+        sum4_512(x0, x1, x2, x3)
+    } else {
+        _mm512_setzero_si512()
+    };
+    let (mut a0, mut a1, mut a2, mut a3) = (_mm512_xor_si512(x0, seed), x1, x2, x3);
+    let k = fold_k512::<2048>();
+    while wire - c.o >= 256 {
+        // SAFETY: checked just above; `to_marker` stays a multiple of 256.
+        let [x0, x1, x2, x3] = unsafe { marked_round512(dst, src, &mut c) };
+        if SUM {
+            vsum = _mm512_add_epi64(vsum, sum4_512(x0, x1, x2, x3));
+        }
+        a0 = fold512_xor(a0, k, x0);
+        a1 = fold512_xor(a1, k, x1);
+        a2 = fold512_xor(a2, k, x2);
+        a3 = fold512_xor(a3, k, x3);
+    }
+    let mut a = fold4_512(a0, a1, a2, a3);
+    let k = fold_k512::<512>();
+    while wire - c.o >= 64 {
+        let (o, s) = (c.o, c.s);
+        // SAFETY: 64 output octets remain and a marker can only start them, so their
+        // source octets (60 after a marker, else 64) are in the source.
+        let x = unsafe {
+            let x = match c.advance::<64>() {
+                Some(m) => load512_marked(src, s, m),
+                None => _mm512_loadu_si512(src.add(s).cast()),
+            };
+            _mm512_storeu_si512(dst.add(o).cast(), x);
+            x
+        };
+        if SUM {
+            vsum = _mm512_add_epi64(vsum, words512(x));
+        }
+        a = fold512_xor(a, k, x);
+    }
+    let (a, vsum) = halves512(a, vsum);
+    // SAFETY: `c` is where the steps left the copy (`to_marker` a multiple of 64); the
+    // ranges as the caller vouches.
+    let (reg, acc) = unsafe { marked_end::<SUM>(dst, src, len, wire, c, a, vsum) };
     let sum = if SUM {
         sum::reduce(pre_sum + super::sum_at(sum::finish(acc), g))
     } else {
