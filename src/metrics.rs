@@ -250,6 +250,12 @@ pub fn render(s: &Snapshot, port: &str) -> String {
         "Receive steps (of 4 frames, each followed by transmissions) while a connection recovered from loss.",
         k.recovery_bursts,
     );
+    metric(
+        "core_window_steps_total",
+        c,
+        "Receive steps (each followed by transmissions) of polls whose burst could hold more than a quarter of a receive window (jumbo frames).",
+        k.window_steps,
+    );
     let n = &s.net;
     metric(
         "net_arp_requests_sent_total",
@@ -552,6 +558,7 @@ mod tests {
         s.sessions.admitted = 2;
         s.net.held_sent = 5;
         s.core.recovery_bursts = 9;
+        s.core.window_steps = 11;
         s.tcp.longest_poll_gap_us = 1234;
         m.publish(s);
         let r = scrape(addr, "GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n");
@@ -575,6 +582,7 @@ mod tests {
         assert_eq!(samples["iwarp_sessions_admitted_total"], 2);
         assert_eq!(samples["iwarp_net_held_sent_total"], 5);
         assert_eq!(samples["iwarp_core_recovery_bursts_total"], 9);
+        assert_eq!(samples["iwarp_core_window_steps_total"], 11);
         assert_eq!(samples["iwarp_core_longest_poll_gap_microseconds"], 1234);
         assert!(body.contains("# TYPE iwarp_core_longest_poll_gap_microseconds gauge"));
         assert!(samples.len() > 40);

@@ -490,3 +490,111 @@ fn small_fpdus_in_records(window: Option<usize>) {
         );
     }
 }
+
+/// With jumbo frames a poll's burst can hold more than the receive window: the receiver
+/// takes a window's frames in steps of a quarter window and acknowledges each step before
+/// it takes the next (`dataplane::lcore::rx_step_frames`), so the sender gets its window
+/// back while the receiver is still placing (one ACK after the whole burst left the two
+/// ends taking turns). Every octet of the writes is checked afterwards.
+#[test]
+fn a_window_of_jumbo_frames_is_acknowledged_step_by_step() {
+    use dataplane::lcore::{rx_step_frames, RX_BURST};
+    use dataplane::port::mem::WireConfig;
+    const MTU: usize = 9000;
+    const MSG: usize = 64 << 10;
+    const N: usize = 32;
+    let tcp = control::embedded::tcp_config(MTU);
+    let step = rx_step_frames(tcp.recv_buffer, MTU);
+    assert!(
+        step < RX_BURST,
+        "a step of {step} frames is the whole burst"
+    );
+    let wire = WireConfig::default().with_mtu(MTU);
+    let mut env = Env::new(wire.clone(), wire, MTU);
+    let (i, r) = configs(Mode {
+        markers: false,
+        crc: true,
+        enhanced: true,
+        rtr: None,
+    });
+    let conn = connect(&mut env, i, r, AcceptParams::default(), |env, a, b| {
+        send_and_check(env, a, b, b"first", 1000)
+    })
+    .unwrap();
+    let (a, b) = (&conn.a, &conn.b);
+    let src = a.pd.reg_mr(N * MSG, Access::LOCAL_WRITE).unwrap();
+    let dst =
+        b.pd.reg_mr(N * MSG, Access::LOCAL_WRITE | Access::REMOTE_WRITE)
+            .unwrap();
+    for k in 0..N {
+        src.write(k * MSG, &pattern(k as u64, MSG)).unwrap();
+    }
+    let post = |first_id: u64| {
+        for k in 0..N {
+            a.qp.post_send(SendWr {
+                wr_id: first_id + k as u64,
+                op: SendOp::Write {
+                    remote_stag: dst.key(),
+                    remote_to: dst.base_to() + (k * MSG) as u64,
+                },
+                local: src.sge((k * MSG) as u64, MSG as u32),
+                signaled: true,
+            })
+            .unwrap();
+        }
+    };
+    // A warm-up round opens the congestion window beyond the receive window.
+    post(0);
+    for k in 0..N {
+        let c = env.completion("warm-up write completion", &a.cq);
+        assert_eq!((c.wr_id, c.status), (k as u64, WcStatus::Success));
+    }
+    post(N as u64);
+    // A alone sends until its window is spent (2 MiB of writes, a 512 KiB window).
+    let sent_before = env.pair.core_a.port_stats().tx_frames;
+    let mut idle = 0;
+    let mut last = sent_before;
+    while idle < 16 {
+        env.pair.core_a.poll();
+        let now = env.pair.core_a.port_stats().tx_frames;
+        idle = if now == last { idle + 1 } else { 0 };
+        last = now;
+    }
+    let in_flight = (last - sent_before) as usize;
+    assert!(
+        in_flight > 2 * step,
+        "A sent {in_flight} frames, fewer than two steps of {step}"
+    );
+    // One poll of B takes them (up to a burst) in steps, an ACK after each.
+    let (acks_before, steps_before) = (
+        env.pair.core_b.port_stats().tx_frames,
+        env.pair.core_b.stats().window_steps,
+    );
+    env.pair.core_b.poll();
+    let taken = in_flight.min(RX_BURST);
+    let acks = env.pair.core_b.port_stats().tx_frames - acks_before;
+    let steps = env.pair.core_b.stats().window_steps - steps_before;
+    // Every step of at least two segments is acknowledged at once (a last step of one
+    // segment may leave its ACK delayed); taken in one burst, one ACK would cover all.
+    assert!(
+        acks >= 2 && acks as usize >= taken / step,
+        "{acks} ACKs for {taken} frames taken in steps of {step}"
+    );
+    assert_eq!(
+        steps as usize,
+        taken.div_ceil(step),
+        "steps of {taken} frames"
+    );
+    assert_eq!(env.pair.core_b.stats().recovery_bursts, 0);
+    for k in 0..N {
+        let c = env.completion("write completion", &a.cq);
+        assert_eq!((c.wr_id, c.status), ((N + k) as u64, WcStatus::Success));
+    }
+    send_and_check(&mut env, a, b, b"fence", 2000);
+    let mut got = vec![0; MSG];
+    for k in 0..N {
+        dst.read(k * MSG, &mut got).unwrap();
+        assert_eq!(check(&got, k as u64), 0, "write {k}");
+    }
+    assert_eq!(env.pair.core_a.alignment().retransmitted_octets, 0);
+}
