@@ -704,12 +704,16 @@ unsafe fn take512<const COPY: bool>(dst: *mut u8, src: *const u8, off: usize) ->
 /// Runs shorter than this go to [`vpclmul`] (one round of [`avx512`] is 256 octets).
 const AVX512_FROM: usize = 256;
 
+/// How far ahead of its loads [`avx512`] prefetches when it does not copy.
+const AVX512_PREFETCH: usize = 2048;
+
 /// The AVX-512 kernel: four 512-bit accumulators (256 octets per round: sixteen
 /// independent 128-bit folds, each with its XOR in one three-way `vpternlogq`), the sum in
 /// 512-bit 64-bit lanes, the copy stored from the same loads; then 64-octet folds, and the
 /// accumulator's halves folded into the 256-bit one that [`finish256`] and [`tail`] end as
 /// [`vpclmul`] does. Runs shorter than [`AVX512_FROM`] are [`vpclmul`]'s. Copies of at
-/// least [`ALIGN_COPY_FROM`] octets start by aligning their destination to 64 octets.
+/// least [`ALIGN_COPY_FROM`] octets start by aligning their destination to 64 octets;
+/// runs without a copy prefetch [`AVX512_PREFETCH`] octets ahead.
 ///
 /// # Safety
 ///
@@ -760,6 +764,15 @@ pub(super) unsafe fn avx512<const COPY: bool, const SUM: bool>(
     let mut off = 256;
     let k = fold_k512::<2048>();
     while len - off >= 256 {
+        if !COPY {
+            // Without a copy the loads alone run ahead of what the hardware prefetchers
+            // bring from L2 (CRC alone of 64 KiB: 64 -> 84 GiB/s on the Xeon); a prefetch
+            // is a hint, which never faults, so one past the end is harmless.
+            for line in 0..4 {
+                let ahead = src.wrapping_add(off + AVX512_PREFETCH + 64 * line);
+                _mm_prefetch::<_MM_HINT_T0>(ahead.cast());
+            }
+        }
         // SAFETY: `off + 256 <= len`, in both ranges.
         let (x0, x1, x2, x3) = unsafe {
             (
