@@ -300,15 +300,31 @@ impl QpRings {
 
     /// Tells the core this QP has work (after pushing to `sq` or `rq` directly). Before
     /// the QP is published there is no core to tell: publication takes what is queued.
+    ///
+    /// The doorbell protocol: `rung` says a token of this QP waits in the core's ring.
+    /// A post swaps it to true and pushes a token only if it was false; the core, before
+    /// it drains the queues, swaps it back to false ([`QpRings::rearm_doorbell`]). Both
+    /// are read-modify-writes of the one flag, so they are totally ordered: either the
+    /// post's swap comes after the core's (it reads false and rings), or before, and then
+    /// the core's swap reads the true that the post's wrote (or a later one's) and, by
+    /// their release and acquire, the drain that follows sees the push. No fence is
+    /// needed once the QP is published; the first posts race the core's attach (a
+    /// store-load pattern between `bell` and the queues) and take a full fence, as the
+    /// attach does.
     pub fn ring(&self) {
-        // Orders the push before the doorbell checks, against the core's attach or
-        // re-arm before it drains (the store-load pattern needs a full fence each side).
-        fence(Ordering::SeqCst);
-        if let Some((bells, token)) = self.bell.get() {
-            if !self.rung.swap(true, Ordering::AcqRel) && bells.push(*token).is_err() {
-                // Cannot happen (the ring holds a token per QP); stay ringable.
-                self.rung.store(false, Ordering::Release);
+        let (bells, token) = match self.bell.get() {
+            Some(b) => b,
+            None => {
+                fence(Ordering::SeqCst);
+                match self.bell.get() {
+                    Some(b) => b,
+                    None => return,
+                }
             }
+        };
+        if !self.rung.swap(true, Ordering::AcqRel) && bells.push(*token).is_err() {
+            // Cannot happen (the ring holds a token per QP); stay ringable.
+            self.rung.store(false, Ordering::Release);
         }
     }
 
@@ -318,11 +334,10 @@ impl QpRings {
         fence(Ordering::SeqCst);
     }
 
-    /// The core took this QP's token: posts from now on ring again. Call before draining
-    /// the queues.
+    /// The core took this QP's token, or is about to drain without one: posts from now on
+    /// ring again. Call before draining the queues (see [`QpRings::ring`]).
     pub fn rearm_doorbell(&self) {
-        self.rung.store(false, Ordering::SeqCst);
-        fence(Ordering::SeqCst);
+        self.rung.swap(false, Ordering::AcqRel);
     }
 
     /// The state the core last published.
@@ -600,6 +615,73 @@ mod tests {
         }
         producer.join().unwrap();
         assert!(r.is_empty());
+    }
+
+    /// The doorbell loses no wakeup: a consumer posts as fast as the receive queue takes
+    /// requests (two at most), and the core drains only after taking a token (or at
+    /// attach), so that posts keep landing while the core rearms and drains. The QP is
+    /// attached while the posts are already going, so the first posts race the attach
+    /// too. A post whose ring were lost would leave its request untaken with no token
+    /// to fetch it (and the queue full), and the test would time out. (On x86 the
+    /// locked instructions of the queues' own locks order much of this anyway: the test
+    /// catches a rearm or a ring that is missing, not a weaker ordering.)
+    #[test]
+    fn no_post_waits_for_a_doorbell_that_never_rings() {
+        const N: u64 = 300_000;
+        let cq = Arc::new(CqRing::new(4));
+        let rings = Arc::new(QpRings::new(1, 4, 2, cq.clone(), cq));
+        let bells = Arc::new(Doorbells::new(4));
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+        let core = {
+            let (rings, bells) = (rings.clone(), bells.clone());
+            std::thread::spawn(move || {
+                let mut taken = 0u64;
+                let mut drain = |rings: &QpRings| {
+                    rings.rearm_doorbell();
+                    rings.rq.pop_burst(usize::MAX, |wr| {
+                        assert_eq!(wr.wr_id, taken);
+                        taken += 1;
+                        true
+                    });
+                    taken
+                };
+                // Publication: attach, rearm and take what was queued before it.
+                rings.attach_doorbell(bells.clone(), 7);
+                let mut done = drain(&rings);
+                while done < N {
+                    if let Some(t) = bells.pop() {
+                        assert_eq!(t, 7);
+                        done = drain(&rings);
+                    }
+                    assert!(
+                        std::time::Instant::now() < deadline,
+                        "{done} of {N} requests taken, no token for the rest: a doorbell \
+                         was lost"
+                    );
+                }
+            })
+        };
+        let mut i = 0;
+        while i < N {
+            let wr = RecvWr {
+                wr_id: i,
+                local: proto::qp::Sge {
+                    stag: 0x100,
+                    to: 0,
+                    len: 8,
+                },
+            };
+            if rings.post_recv_list(&[wr]) == 1 {
+                i += 1;
+            } else {
+                assert!(
+                    std::time::Instant::now() < deadline,
+                    "the queue stayed full at request {i}: a doorbell was lost"
+                );
+                std::hint::spin_loop();
+            }
+        }
+        core.join().unwrap();
     }
 
     #[test]
