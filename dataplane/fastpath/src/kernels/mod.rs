@@ -30,8 +30,9 @@
 //! * [`Kernel::Avx512`] (AVX-512F, VPCLMULQDQ, and what [`Kernel::Vpclmul`] needs): four
 //!   512-bit accumulators (sixteen independent 128-bit folds, 256 octets per round, the XOR
 //!   of each fold in the same `vpternlogq`), the sum in AVX-512 64-bit lanes, the copy
-//!   stored from the same loads, long copies' stores aligned to 64 octets; the last 64 to
-//!   255 octets, and runs shorter than 256, as [`Kernel::Vpclmul`] does them. Marked copies
+//!   stored from the same loads, long copies' stores aligned to 64 octets, then 64-octet
+//!   folds; the last 0 to 63 octets, and runs shorter than 256, as [`Kernel::Vpclmul`]
+//!   does them. Marked copies
 //!   have their own kernel, with the same accumulators in rounds of 256 output octets (each
 //!   marker at the start of one), ending as [`Kernel::Vpclmul`]'s marked copy does.
 //! * [`Kernel::Vpclmul`] (AVX2, VPCLMULQDQ, PCLMULQDQ, SSE4.2): four 256-bit accumulators

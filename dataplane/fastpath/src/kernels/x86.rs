@@ -374,7 +374,7 @@ pub(super) unsafe fn vpclmul<const COPY: bool, const SUM: bool>(
             // SAFETY: as above.
             let (c2, s2) =
                 unsafe { vpclmul::<COPY, SUM>(dst.add(head), src.add(head), len - head, c1) };
-            return (c2, s1 + s2);
+            return (c2, sum::reduce(s1 + s2));
         }
     }
     let mut acc: u128 = 0;
@@ -712,7 +712,8 @@ const AVX512_PREFETCH: usize = 2048;
 /// 512-bit 64-bit lanes, the copy stored from the same loads; then 64-octet folds, and the
 /// accumulator's halves folded into the 256-bit one that [`finish256`] and [`tail`] end as
 /// [`vpclmul`] does. Runs shorter than [`AVX512_FROM`] are [`vpclmul`]'s. Copies of at
-/// least [`ALIGN_COPY_FROM`] octets start by aligning their destination to 64 octets;
+/// least [`ALIGN_COPY_FROM`] octets start by aligning their destination to 64 octets (when
+/// the octets up to the boundary are an even count, so that the sums of the parts add);
 /// runs without a copy prefetch [`AVX512_PREFETCH`] octets ahead.
 ///
 /// # Safety
@@ -743,7 +744,7 @@ pub(super) unsafe fn avx512<const COPY: bool, const SUM: bool>(
             // SAFETY: as above.
             let (c2, s2) =
                 unsafe { avx512::<COPY, SUM>(dst.add(head), src.add(head), len - head, c1) };
-            return (c2, s1 + s2);
+            return (c2, sum::reduce(s1 + s2));
         }
     }
     let seed = _mm512_zextsi128_si512(_mm_cvtsi32_si128(!crc as i32));
@@ -767,7 +768,8 @@ pub(super) unsafe fn avx512<const COPY: bool, const SUM: bool>(
         if !COPY {
             // Without a copy the loads alone run ahead of what the hardware prefetchers
             // bring from L2 (CRC alone of 64 KiB: 64 -> 84 GiB/s on the Xeon); a prefetch
-            // is a hint, which never faults, so one past the end is harmless.
+            // is a hint, which never faults, so those up to 2 KiB past the end are
+            // harmless.
             for line in 0..4 {
                 let ahead = src.wrapping_add(off + AVX512_PREFETCH + 64 * line);
                 _mm_prefetch::<_MM_HINT_T0>(ahead.cast());
