@@ -253,7 +253,7 @@ pub fn render(s: &Snapshot, port: &str) -> String {
     metric(
         "core_window_steps_total",
         c,
-        "Receive steps (each followed by transmissions) of polls whose burst could hold more than a quarter of a receive window (jumbo frames).",
+        "Receive steps (each followed by transmissions) of polls whose burst could hold more than a quarter of a receive window (jumbo frames, small buffers).",
         k.window_steps,
     );
     let n = &s.net;

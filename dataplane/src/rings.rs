@@ -323,8 +323,10 @@ impl QpRings {
             }
         };
         if !self.rung.swap(true, Ordering::AcqRel) && bells.push(*token).is_err() {
-            // Cannot happen (the ring holds a token per QP); stay ringable.
-            self.rung.store(false, Ordering::Release);
+            // Cannot happen: the core rearms a QP only when it takes its token and at
+            // publication, so at most two of its tokens wait, and the ring holds two per
+            // connection. Stay ringable, by a read-modify-write as the rearm is.
+            self.rung.swap(false, Ordering::AcqRel);
         }
     }
 
@@ -334,8 +336,9 @@ impl QpRings {
         fence(Ordering::SeqCst);
     }
 
-    /// The core took this QP's token, or is about to drain without one: posts from now on
-    /// ring again. Call before draining the queues (see [`QpRings::ring`]).
+    /// The core took this QP's token (or publishes the QP): posts from now on ring again.
+    /// Call before draining the queues (see [`QpRings::ring`]); a drain without a token
+    /// needs no rearm (a post that found the flag set left a token for a later drain).
     pub fn rearm_doorbell(&self) {
         self.rung.swap(false, Ordering::AcqRel);
     }
@@ -622,7 +625,9 @@ mod tests {
     /// attach), so that posts keep landing while the core rearms and drains. The QP is
     /// attached while the posts are already going, so the first posts race the attach
     /// too. A post whose ring were lost would leave its request untaken with no token
-    /// to fetch it (and the queue full), and the test would time out. (On x86 the
+    /// to fetch it (and the queue full), and the test would stop making progress (both
+    /// threads yield while they wait, so a machine with fewer cores than threads still
+    /// runs them; the test fails after 10 s without progress). (On x86 the
     /// locked instructions of the queues' own locks order much of this anyway: the test
     /// catches a rearm or a ring that is missing, not a weaker ordering.)
     #[test]
@@ -631,9 +636,10 @@ mod tests {
         let cq = Arc::new(CqRing::new(4));
         let rings = Arc::new(QpRings::new(1, 4, 2, cq.clone(), cq));
         let bells = Arc::new(Doorbells::new(4));
-        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+        const STALL: std::time::Duration = std::time::Duration::from_secs(10);
+        let progress = Arc::new(std::sync::atomic::AtomicU64::new(0));
         let core = {
-            let (rings, bells) = (rings.clone(), bells.clone());
+            let (rings, bells, progress) = (rings.clone(), bells.clone(), progress.clone());
             std::thread::spawn(move || {
                 let mut taken = 0u64;
                 let mut drain = |rings: &QpRings| {
@@ -648,13 +654,18 @@ mod tests {
                 // Publication: attach, rearm and take what was queued before it.
                 rings.attach_doorbell(bells.clone(), 7);
                 let mut done = drain(&rings);
+                let mut since = std::time::Instant::now();
                 while done < N {
                     if let Some(t) = bells.pop() {
                         assert_eq!(t, 7);
                         done = drain(&rings);
+                        progress.store(done, Ordering::Relaxed);
+                        since = std::time::Instant::now();
+                    } else {
+                        std::thread::yield_now();
                     }
                     assert!(
-                        std::time::Instant::now() < deadline,
+                        since.elapsed() < STALL,
                         "{done} of {N} requests taken, no token for the rest: a doorbell \
                          was lost"
                     );
@@ -662,6 +673,7 @@ mod tests {
             })
         };
         let mut i = 0;
+        let mut since = std::time::Instant::now();
         while i < N {
             let wr = RecvWr {
                 wr_id: i,
@@ -673,12 +685,14 @@ mod tests {
             };
             if rings.post_recv_list(&[wr]) == 1 {
                 i += 1;
+                since = std::time::Instant::now();
             } else {
                 assert!(
-                    std::time::Instant::now() < deadline,
-                    "the queue stayed full at request {i}: a doorbell was lost"
+                    since.elapsed() < STALL,
+                    "the queue stayed full at request {i} ({} taken): a doorbell was lost",
+                    progress.load(Ordering::Relaxed)
                 );
-                std::hint::spin_loop();
+                std::thread::yield_now();
             }
         }
         core.join().unwrap();

@@ -65,28 +65,38 @@ use timers::Timers;
 /// Frames taken per receive burst.
 pub const RX_BURST: usize = 64;
 
-/// The most of a connection's receive buffer ([`tcp::Config::recv_buffer`]) one receive
-/// step takes in frames of the MTU, as a fraction `1 / RX_STEP_WINDOW_DIVISOR`: a poll
-/// still takes up to [`RX_BURST`] frames, but when that many could hold more than a
+/// About how much of a connection's receive buffer ([`tcp::Config::recv_buffer`]) one
+/// receive step takes in frames of the MTU, as a fraction `1 / RX_STEP_WINDOW_DIVISOR`: a
+/// poll still takes up to [`RX_BURST`] frames, but when that many could hold more than a
 /// quarter of a window (jumbo frames: at MTU 9000 and 512 KiB, 64 frames are more than
-/// the whole window), it takes them in steps of [`rx_step_frames`], each followed by the
-/// transmissions of the connections the step reached (their ACKs), flushed. Taken in one
-/// burst, a window's frames were all placed before the first ACK for them went out, and
-/// the sender, its window spent, waited meanwhile: the two ends took turns instead of
-/// working at once (two-thread write-bw at MTU 9000: 3.8 GiB/s in one burst, 6.4 in
-/// steps, on a Xeon VM).
+/// the whole window; or a small buffer: the default 256 KiB at MTU 1500), it takes them in
+/// steps of [`rx_step_frames`], each followed by the transmissions of the connections the
+/// step reached (their ACKs), flushed. Taken in one burst, a window's frames were all
+/// placed before the first ACK for them went out, and the sender, its window spent,
+/// waited meanwhile: the two ends took turns instead of working at once (two-thread
+/// write-bw at MTU 9000: 3.8 GiB/s in one burst, 6.2 to 6.4 in steps, on a Xeon VM).
 pub const RX_STEP_WINDOW_DIVISOR: usize = 4;
 
 /// Frames a receive step takes on a core whose connections have a receive buffer of
 /// `recv_buffer` octets, on a port of IP MTU `mtu`: as many frames of the MTU as fit a
-/// [`RX_STEP_WINDOW_DIVISOR`]th of the buffer, at least [`RX_BURST_RECOVERY`] and at most
-/// [`RX_BURST`] (which is one step: the poll's single burst).
+/// [`RX_STEP_WINDOW_DIVISOR`]th of the buffer, rounded up to a multiple of
+/// [`RX_STEP_ROUND`], at least [`RX_BURST_RECOVERY`] and at most [`RX_BURST`] (which is one
+/// step: the poll's single burst).
 pub fn rx_step_frames(recv_buffer: usize, mtu: usize) -> usize {
     let frame = mtu
         .saturating_add(crate::port::mem::ETHERNET_HEADER_LEN)
         .max(1);
-    (recv_buffer / RX_STEP_WINDOW_DIVISOR / frame).clamp(RX_BURST_RECOVERY, RX_BURST)
+    let frames = recv_buffer / RX_STEP_WINDOW_DIVISOR / frame;
+    frames
+        .div_ceil(RX_STEP_ROUND)
+        .saturating_mul(RX_STEP_ROUND)
+        .clamp(RX_BURST_RECOVERY, RX_BURST)
 }
+
+/// Receive steps are a multiple of this many frames: DPDK's vector receive paths take
+/// frames in groups (ixgbe and i40e round a burst down to a multiple of 4 or 8), and a
+/// step that comes back short ends the poll's receive.
+pub const RX_STEP_ROUND: usize = 8;
 
 /// Frames per step of a poll's receive while a connection of the core recovers from loss
 /// ([`RECOVERY_BURST_HOLD_US`]): still up to [`RX_BURST`] frames a poll, but the
@@ -191,7 +201,8 @@ counters! {
         pub recovery_bursts: u64,
         /// Receive steps of [`rx_step_frames`] frames that took frames, each followed by
         /// transmissions, outside recovery: polls whose [`RX_BURST`] frames could hold
-        /// more than a [`RX_STEP_WINDOW_DIVISOR`]th of a receive window (jumbo frames).
+        /// more than a [`RX_STEP_WINDOW_DIVISOR`]th of a receive window (jumbo frames,
+        /// small buffers).
         pub window_steps: u64,
     }
 }
@@ -512,7 +523,10 @@ impl Core {
             cfg.limits.user_timeout,
         )));
         let next_port = EPHEMERAL_FIRST + isn.ephemeral_offset(u16::MAX - EPHEMERAL_FIRST);
-        let doorbells = Arc::new(ArrayQueue::new(cfg.limits.max_connections.max(1)));
+        // At most two tokens per QP wait in the ring (see `take_doorbells`).
+        let doorbells = Arc::new(ArrayQueue::new(
+            cfg.limits.max_connections.max(1).saturating_mul(2),
+        ));
         Core {
             net: Net::new(cfg.net),
             port,
@@ -1030,11 +1044,22 @@ impl Core {
         self.activate(t);
     }
 
+    /// Takes the doorbell ring's tokens: each rearms its QP's doorbell (before the QP's
+    /// queues are drained, by its service) and queues the connection. Rearming only here
+    /// and at publication keeps at most two tokens of a QP in the ring (one pushed before
+    /// the publication's rearm, one after), which its capacity of two per connection
+    /// holds: a post's ring never fails for want of room.
     fn take_doorbells(&mut self) -> usize {
         let mut n = 0;
         while let Some(v) = self.doorbells.pop() {
             n += 1;
-            self.activate(Token::from_u64(v));
+            let t = Token::from_u64(v);
+            if let Some(c) = self.table.get_mut(t) {
+                if let Phase::Fpdu(f) = &c.phase {
+                    f.rings.rearm_doorbell();
+                }
+            }
+            self.activate(t);
         }
         n
     }
@@ -1719,7 +1744,6 @@ fn take_burst<T>(
 /// Moves work requests from the rings into the QP, ULPDUs from the QP into TCP as FPDUs,
 /// and completions into the CQ rings.
 fn run_qp(f: &mut FpduConn, tcp: &mut Connection, stats: &mut CoreStats) -> usize {
-    f.rings.rearm_doorbell();
     let mut work = take_work_requests(f);
     let max = f.mulpdu;
     // A record (what TCP retransmits and puts whole in a segment) takes several FPDUs
@@ -1851,10 +1875,13 @@ mod tests {
 
     #[test]
     fn rx_steps_hold_a_quarter_window_within_the_burst() {
-        // Jumbo frames and the embedded 512 KiB buffer: 131072 / 9014 frames.
-        assert_eq!(rx_step_frames(512 << 10, 9000), 14);
+        // Jumbo frames and the embedded 512 KiB buffer: 131072 / 9014 = 14 frames, 16
+        // rounded up to the step's multiple.
+        assert_eq!(rx_step_frames(512 << 10, 9000), 16);
         // A standard MTU: 86 frames fit, so the burst is one step.
         assert_eq!(rx_step_frames(512 << 10, 1500), RX_BURST);
+        // The default 256 KiB buffer at a standard MTU: 43 frames, 48 rounded up.
+        assert_eq!(rx_step_frames(256 << 10, 1500), 48);
         // A small buffer never goes below the recovery step, nor a huge one above the
         // burst.
         assert_eq!(rx_step_frames(16 << 10, 9000), RX_BURST_RECOVERY);
