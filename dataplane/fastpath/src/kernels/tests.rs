@@ -231,6 +231,7 @@ fn check_path(
     let mut dst_buf = aligned(dst_off + len + MARGIN, GUARD);
     let (c, s) = path.copy(&mut dst_buf[dst_off..dst_off + len], src, init);
     prop_assert_eq!(c, want_crc, "copy's crc: {}", ctx);
+    prop_assert!(s < 1 << 33, "copy's sum not reduced: {}", ctx);
     prop_assert_eq!(fold_sum(s), want_sum, "copy's sum: {}", ctx);
     check_dst(&dst_buf, "copy")?;
 
