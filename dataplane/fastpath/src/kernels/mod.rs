@@ -96,6 +96,10 @@ const F_VPCLMUL: u8 = 1;
 const F_PCLMUL: u8 = 2;
 const F_SSE42: u8 = 4;
 const F_AVX512: u8 = 16;
+/// PREFETCHW ([`prefetch_for_write`]), detected by CPUID (the standard library's
+/// detection does not name it).
+#[cfg(target_arch = "x86_64")]
+const F_PRFCHW: u8 = 32;
 /// PCLMULQDQ alongside SSE4.2: the three-stream form of [`Kernel::Sse42`].
 #[cfg(target_arch = "x86_64")]
 const F_SSE42_CLMUL: u8 = 8;
@@ -119,6 +123,9 @@ fn detect() -> u8 {
     {
         use std::arch::is_x86_feature_detected as has;
         let mut f = 0;
+        if x86::has_prefetchw() {
+            f |= F_PRFCHW;
+        }
         if has!("sse4.2") {
             f |= F_SSE42;
             if has!("pclmulqdq") {
@@ -703,6 +710,25 @@ pub fn append_marked(
     sum: bool,
 ) -> (u32, u64) {
     Kernel::best().append_marked(out, src, markers, crc, sum)
+}
+
+/// Asks the CPU to bring the cache lines of `[p, p + len)` into its cache for writing
+/// (x86-64's `PREFETCHW` where the CPU has it; nothing elsewhere): for a buffer that another core
+/// touched last and this one is about to fill, so that taking the lines back overlaps
+/// other work instead of stalling the stores. A hint: it reads and writes nothing and
+/// never faults, whatever the address.
+#[inline]
+// The pointer is never dereferenced: a prefetch accesses no memory.
+#[allow(clippy::not_unsafe_ptr_arg_deref)]
+pub fn prefetch_for_write(p: *const u8, len: usize) {
+    #[cfg(all(target_arch = "x86_64", not(miri)))]
+    if features() & F_PRFCHW != 0 {
+        // SAFETY: the CPU has PREFETCHW (detected); a prefetch accesses no memory and
+        // never faults.
+        unsafe { x86::prefetchw(p, len) };
+    }
+    #[cfg(not(all(target_arch = "x86_64", not(miri))))]
+    let _ = (p, len);
 }
 
 /// Folds an unfolded sum (as the functions above return, or several added) with

@@ -599,6 +599,18 @@ fn the_kernels_this_machine_tests() {
     }
 }
 
+/// A prefetch for writing is a hint: it never faults and changes nothing, wherever it
+/// points (inside a buffer, far past its end, at address 0, across the top of memory).
+#[test]
+fn prefetch_for_write_never_faults_and_changes_nothing() {
+    let buf = vec![0x5Au8; 4096];
+    prefetch_for_write(buf.as_ptr(), buf.len());
+    prefetch_for_write(buf.as_ptr().wrapping_add(1 << 30), 8192);
+    prefetch_for_write(std::ptr::null(), 4096);
+    prefetch_for_write(usize::MAX as *const u8, 256);
+    assert!(buf.iter().all(|&b| b == 0x5A));
+}
+
 /// A marked copy written plainly: the source with a marker before each run, as
 /// [`Markers`] places them.
 fn marked_reference(src: &[u8], markers: Markers) -> Vec<u8> {

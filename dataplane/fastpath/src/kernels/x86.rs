@@ -814,6 +814,41 @@ pub(super) unsafe fn avx512<const COPY: bool, const SUM: bool>(
 }
 
 // ---------------------------------------------------------------------------------------
+// Prefetching for writes.
+
+/// `PREFETCHW` on every cache line of `[p, p + len)`, written as assembly: Rust's
+/// intrinsic emits `PREFETCHW` only with the `prfchw` target feature, which is not
+/// stable (without it, a read prefetch: which brings a line in shared and made the
+/// in-memory wire slower).
+///
+/// # Safety
+///
+/// The CPU has PREFETCHW (CPUID 0x8000_0001 ECX bit 8). The instruction touches no
+/// memory and never faults, whatever the address.
+#[inline]
+#[cfg_attr(miri, allow(dead_code))]
+pub(super) unsafe fn prefetchw(p: *const u8, len: usize) {
+    for off in (0..len).step_by(64) {
+        // SAFETY: the CPU has the instruction (the caller's promise), which reads and
+        // writes no memory, changes no register or flag and never faults.
+        unsafe {
+            core::arch::asm!(
+                "prefetchw [{0}]",
+                in(reg) p.wrapping_add(off),
+                options(nostack, preserves_flags, readonly)
+            );
+        }
+    }
+}
+
+/// Whether the CPU has PREFETCHW (CPUID 0x8000_0001 ECX bit 8, "3dnowprefetch").
+#[cfg_attr(miri, allow(dead_code))]
+pub(super) fn has_prefetchw() -> bool {
+    let max_ext = __cpuid(0x8000_0000).eax;
+    max_ext >= 0x8000_0001 && __cpuid(0x8000_0001).ecx & (1 << 8) != 0
+}
+
+// ---------------------------------------------------------------------------------------
 // The `crc32` instruction alone.
 
 /// The SSE4.2 kernel for a CPU without PCLMULQDQ: one stream of `crc32` (latency-bound:
