@@ -389,6 +389,21 @@ fn a_terminate_is_on_both_queue_pairs() {
     );
 }
 
+/// A client-server connection with CRC on (markers as asked), established by a first
+/// Send from A.
+fn client_server(env: &mut Env, markers: bool) -> Conn {
+    let (i, r) = configs(Mode {
+        markers,
+        crc: true,
+        enhanced: true,
+        rtr: None,
+    });
+    connect(env, i, r, AcceptParams::default(), |env, a, b| {
+        send_and_check(env, a, b, b"first", 1000)
+    })
+    .unwrap()
+}
+
 /// Small messages posted together share TCP records (whole FPDUs, each record within one
 /// segment), with and without markers, and every octet arrives, in order; a big
 /// message's FPDUs take a record each.
@@ -417,16 +432,7 @@ fn small_fpdus_in_records(window: Option<usize>) {
                 }
             }
         };
-        let (i, r) = configs(Mode {
-            markers,
-            crc: true,
-            enhanced: true,
-            rtr: None,
-        });
-        let conn = connect(&mut env, i, r, AcceptParams::default(), |env, a, b| {
-            send_and_check(env, a, b, b"first", 1000)
-        })
-        .unwrap();
+        let conn = client_server(&mut env, markers);
         let (a, b) = (&conn.a, &conn.b);
         const N: usize = 200;
         const SLOT: usize = 40;
@@ -511,16 +517,7 @@ fn a_window_of_jumbo_frames_is_acknowledged_step_by_step() {
     );
     let wire = WireConfig::default().with_mtu(MTU);
     let mut env = Env::new(wire.clone(), wire, MTU);
-    let (i, r) = configs(Mode {
-        markers: false,
-        crc: true,
-        enhanced: true,
-        rtr: None,
-    });
-    let conn = connect(&mut env, i, r, AcceptParams::default(), |env, a, b| {
-        send_and_check(env, a, b, b"first", 1000)
-    })
-    .unwrap();
+    let conn = client_server(&mut env, false);
     let (a, b) = (&conn.a, &conn.b);
     let src = a.pd.reg_mr(N * MSG, Access::LOCAL_WRITE).unwrap();
     let dst =

@@ -620,35 +620,21 @@ impl Kernel {
         {
             let wire = markers.wire_len(len);
             let head = markers.before.min(len);
-            // `wire >= len >= head`: no underflow.
-            if self == Kernel::Avx512 && wire - head % 256 >= 256 {
-                // SAFETY: the CPU has the features; `len <= 2^30`; `wire` is the marked
-                // length, long enough; the ranges as the caller vouches.
+            // Each marked kernel needs a round of output after the octets it copies before
+            // its rounds (`wire >= len >= head`: no underflow).
+            let marked = if self == Kernel::Avx512 && wire - head % 256 >= 256 {
+                Some(x86::avx512_marked::<SUM> as x86::MarkedKernel)
+            } else if wire - head % 128 >= 128 {
+                Some(x86::vpclmul_marked::<SUM> as x86::MarkedKernel)
+            } else {
+                None
+            };
+            if let Some(kernel) = marked {
+                // SAFETY: the CPU has the kernel's features (`is_available`, and Avx512's
+                // include Vpclmul's); `len <= 2^30`; `wire` is the marked length, long
+                // enough for the kernel chosen; the ranges as the caller vouches.
                 return unsafe {
-                    x86::avx512_marked::<SUM>(
-                        dst,
-                        src,
-                        len,
-                        markers.before,
-                        wire,
-                        markers.fpduptr,
-                        crc,
-                    )
-                };
-            }
-            if wire - head % 128 >= 128 {
-                // SAFETY: the CPU has the features; `len <= 2^30`; `wire` is the marked
-                // length, long enough; the ranges as the caller vouches.
-                return unsafe {
-                    x86::vpclmul_marked::<SUM>(
-                        dst,
-                        src,
-                        len,
-                        markers.before,
-                        wire,
-                        markers.fpduptr,
-                        crc,
-                    )
+                    kernel(dst, src, len, markers.before, wire, markers.fpduptr, crc)
                 };
             }
         }

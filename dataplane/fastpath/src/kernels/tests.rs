@@ -773,7 +773,8 @@ fn marked_copies_of_every_short_length() {
 /// and without the sum, every kernel against the plain marked copy: the octets (nothing
 /// written in the guard octets around them), the CRC and the sum. Counts the copies that
 /// meet the AVX-512 marked kernel's precondition and those that fall back to the
-/// VPCLMULQDQ one, so that the test is known to reach both.
+/// VPCLMULQDQ one: a check of the inputs, that they reach both kernels on a CPU that has
+/// them (on one without, the other kernels take the same inputs).
 #[test]
 fn marked_copies_around_the_wide_rounds() {
     let mut rng = Rng(0x0200_0100);

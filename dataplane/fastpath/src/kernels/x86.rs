@@ -1076,6 +1076,11 @@ impl MarkedCursor {
     }
 }
 
+/// A marked-copy kernel ([`vpclmul_marked`], [`avx512_marked`]): `(dst, src, len, before,
+/// wire, fpduptr, crc)`, returning the CRC and the sum.
+pub(super) type MarkedKernel =
+    unsafe fn(*mut u8, *const u8, usize, usize, usize, u16, u32) -> (u32, u64);
+
 /// The VPCLMULQDQ kernel for a marked copy (see `Kernel::copy_marked_raw`): the output is
 /// the source with a marker `[0, 0, ptr >> 8, ptr & 0xff]` after its first `before`
 /// octets and then before every next 508, `ptr` growing by 512 from one marker to the next;
