@@ -880,29 +880,34 @@ impl Net {
                 && std::ptr::eq(p.bytes(), repr.payload)
                 && port.tx_zero_copy_capable()
         });
-        // Without offload the checksums are computed over headers built here, in a
-        // buffer in this core's cache, and over the payload where it lies (or from the
-        // sum its records were queued with): the port's buffer is only written. A
-        // frame buffer comes back from the receiving core, so reading it (summing it
-        // after writing) would wait for its cache lines to come over first.
+        // Without offload the checksums are computed from the header fields and from
+        // the payload where it lies (or from the sum its records were queued with): the
+        // port's buffer is only written. A frame buffer comes back from the receiving
+        // core, so reading it (summing it after writing) would wait for its cache lines
+        // to come over first. Headers of another shape than the data path's (handshake,
+        // SACK) are built in a buffer in this core's cache and copied.
         let header_len = ETH_LEN + IPV4_LEN + repr.header_len();
         let headers = |buf: &mut [u8], payload_sum: u16| {
-            let caps = ChecksumCapabilities::ignored();
             eth.emit(&mut EthernetFrame::new_unchecked(&mut *buf));
-            ip.emit(
-                &mut Ipv4Packet::new_unchecked(&mut buf[ETH_LEN..ETH_LEN + IPV4_LEN]),
-                &caps,
-            );
-            wire::tcp::checksum::fill_ipv4_header(&mut buf[ETH_LEN..ETH_LEN + IPV4_LEN]);
-            wire::tcp::emit_segment_header_with_sum(
-                src,
-                dst,
-                repr,
-                repr.payload,
-                Some(payload_sum),
-                false,
-                &mut buf[ETH_LEN + IPV4_LEN..header_len],
-            );
+            let (ip, tcp) = buf[ETH_LEN..header_len].split_at_mut(IPV4_LEN);
+            // The port's MTU bounds `tcp_len` far below the 65535 this refuses.
+            let fits = wire::tcp::headers::emit_ipv4_header(src, dst, tcp_len, TTL, ip);
+            debug_assert!(fits);
+            let payload_len = repr.payload.len();
+            if !wire::tcp::headers::emit_tcp_header(src, dst, repr, payload_len, payload_sum, tcp) {
+                let mut h = [0u8; MAX_HEADERS];
+                let h = &mut h[..tcp.len()];
+                wire::tcp::emit_segment_header_with_sum(
+                    src,
+                    dst,
+                    repr,
+                    repr.payload,
+                    Some(payload_sum),
+                    false,
+                    h,
+                );
+                tcp.copy_from_slice(h);
+            }
         };
         let sent = if let Some(payload) = zero_copy {
             // The IPv4 header checksum: the device's with offload, else ours.
@@ -911,9 +916,7 @@ impl Net {
                 .then(|| payload_sum.unwrap_or_else(|| wire::tcp::checksum::data(repr.payload)));
             port.tx_zero_copy(header_len, payload, offload, &mut |buf: &mut [u8]| {
                 if let Some(sum) = sum {
-                    let mut h = [0u8; MAX_HEADERS];
-                    headers(&mut h[..header_len], sum);
-                    buf[..header_len].copy_from_slice(&h[..header_len]);
+                    headers(&mut buf[..header_len], sum);
                     return;
                 }
                 eth.emit(&mut EthernetFrame::new_unchecked(&mut *buf));
@@ -942,9 +945,7 @@ impl Net {
         } else {
             let sum = payload_sum.unwrap_or_else(|| wire::tcp::checksum::data(repr.payload));
             port.tx(ETH_LEN + ip_len, &mut |buf: &mut [u8]| {
-                let mut h = [0u8; MAX_HEADERS];
-                headers(&mut h[..header_len], sum);
-                buf[..header_len].copy_from_slice(&h[..header_len]);
+                headers(&mut buf[..header_len], sum);
                 buf[header_len..].copy_from_slice(repr.payload);
             })
         };

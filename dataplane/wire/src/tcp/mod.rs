@@ -4,6 +4,7 @@
 //! the protocol is elsewhere (`proto::tcp`); this is what it sends and receives.
 
 pub mod checksum;
+pub mod headers;
 
 use smoltcp::phy::ChecksumCapabilities;
 use smoltcp::wire::{
@@ -119,6 +120,12 @@ pub fn emit_segment_header_with_sum(
     offload: bool,
     buf: &mut [u8],
 ) {
+    if !offload {
+        let sum = payload_sum.unwrap_or_else(|| checksum::data(payload));
+        if headers::emit_tcp_header(src, dst, repr, payload.len(), sum, buf) {
+            return;
+        }
+    }
     let header = TcpRepr {
         payload: &[],
         ..*repr
@@ -153,6 +160,12 @@ pub fn segment_from_bytes_with<'a>(
     bytes: &'a [u8],
     check_checksum: bool,
 ) -> Option<TcpRepr<'a>> {
+    if let Some(r) = headers::parse_tcp_common(bytes) {
+        if check_checksum && !checksum::verify_tcp(src, dst, bytes) {
+            return None;
+        }
+        return r.ok();
+    }
     let packet = TcpPacket::new_checked(bytes).ok()?;
     if check_checksum && !checksum::verify_tcp(src, dst, bytes) {
         return None;
