@@ -89,3 +89,32 @@ pub fn ddp_rdmap(data: &[u8]) {
     let _ = Terminate::decode(data);
     let _ = Terminate::decode_lenient(data);
 }
+
+/// TCP over IPv4: the datagram parser never panics, and the TCP header's fast parse
+/// (`wire::tcp::headers::parse_tcp_common`) gives what smoltcp's parse gives wherever it
+/// does not defer to it, on the octets as a datagram's payload and as a segment alone.
+pub fn tcp_ipv4(data: &[u8]) {
+    use smoltcp::phy::ChecksumCapabilities;
+    use smoltcp::wire::{IpAddress, Ipv4Address, TcpPacket, TcpRepr};
+    let _ = wire::tcp::ipv4_segment_from_bytes(data);
+    let (src, dst) = (Ipv4Address::new(10, 0, 0, 1), Ipv4Address::new(10, 0, 0, 2));
+    for seg in [data, data.get(20..).unwrap_or(&[])] {
+        let theirs = TcpPacket::new_checked(seg).ok().and_then(|p| {
+            TcpRepr::parse(
+                &p,
+                &IpAddress::Ipv4(src),
+                &IpAddress::Ipv4(dst),
+                &ChecksumCapabilities::ignored(),
+            )
+            .ok()
+        });
+        if let Some(ours) = wire::tcp::headers::parse_tcp_common(seg) {
+            assert_eq!(ours.ok(), theirs, "the fast parse disagrees with smoltcp's");
+        }
+        assert_eq!(
+            wire::tcp::segment_from_bytes_with(src, dst, seg, false),
+            theirs,
+            "segment_from_bytes disagrees with smoltcp's parse"
+        );
+    }
+}

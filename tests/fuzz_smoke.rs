@@ -44,6 +44,36 @@ fn seeds() -> Vec<Vec<u8>> {
         f.frame(&vec![0x41; len], &mut framed).unwrap();
     }
     v.push(framed);
+    // TCP over IPv4: a data segment with the timestamp option, one in the Linux form
+    // (two NOPs first), and a SYN with every option.
+    let tuple = wire::tcp::FourTuple {
+        local_addr: smoltcp::wire::Ipv4Address::new(10, 0, 0, 1),
+        local_port: 40000,
+        remote_addr: smoltcp::wire::Ipv4Address::new(10, 0, 0, 2),
+        remote_port: 4791,
+    };
+    let mut r = wire::tcp::bare_repr(
+        40000,
+        4791,
+        smoltcp::wire::TcpControl::Psh,
+        smoltcp::wire::TcpSeqNumber(7),
+    );
+    r.ack_number = Some(smoltcp::wire::TcpSeqNumber(9));
+    r.timestamp = Some(smoltcp::wire::TcpTimestampRepr::new(1, 2));
+    r.payload = b"0123456789";
+    let mut d = Vec::new();
+    wire::tcp::ipv4_segment_to_bytes(&tuple, &r, 64, &mut d);
+    let mut linux = d.clone();
+    linux[40..52].copy_from_slice(&[1, 1, 8, 10, 0, 0, 0, 1, 0, 0, 0, 2]);
+    let mut syn = r;
+    syn.control = smoltcp::wire::TcpControl::Syn;
+    syn.max_seg_size = Some(1460);
+    syn.window_scale = Some(7);
+    syn.sack_permitted = true;
+    syn.payload = &[];
+    let mut s = Vec::new();
+    wire::tcp::ipv4_segment_to_bytes(&tuple, &syn, 64, &mut s);
+    v.extend([d, linux, s]);
     v
 }
 
@@ -105,4 +135,9 @@ fn deframer_target_bounded_run() {
 #[test]
 fn ddp_rdmap_target_bounded_run() {
     run(bodies::ddp_rdmap, 20_000);
+}
+
+#[test]
+fn tcp_ipv4_target_bounded_run() {
+    run(bodies::tcp_ipv4, 20_000);
 }
