@@ -1375,15 +1375,20 @@ impl Qp {
         self.flush(err, Involved::OldestStarted(status_for_terminate(&err)));
     }
 
-    fn lookup_cached(&mut self, stag: u32) -> Option<Arc<MemoryRegion>> {
-        if let Some(mr) = &self.write_cache {
-            if mr.stag() == stag && mr.is_valid() {
-                return Some(mr.clone());
-            }
+    /// The region `stag` names, taken out of the one-entry cache of the last RDMA Write's
+    /// region (or looked up, the cache's old entry dropped): the caller puts it back
+    /// with [`Qp::keep_cached`] when done. Moving the `Arc` out and back, not cloning
+    /// it, keeps two atomic read-modify-writes of its count off every segment.
+    fn take_cached(&mut self, stag: u32) -> Option<Arc<MemoryRegion>> {
+        match self.write_cache.take() {
+            Some(mr) if mr.stag() == stag && mr.is_valid() => Some(mr),
+            _ => self.mrs.lookup(stag),
         }
-        let mr = self.mrs.lookup(stag)?;
-        self.write_cache = Some(mr.clone());
-        Some(mr)
+    }
+
+    /// Puts the region [`Qp::take_cached`] gave back into the cache.
+    fn keep_cached(&mut self, mr: Arc<MemoryRegion>) {
+        self.write_cache = Some(mr);
     }
 
     /// `ulpdu`: the whole segment, its payload after the tagged header.
@@ -1400,7 +1405,7 @@ impl Qp {
             // Zero-length RDMA Write (RFC 6581 RTR): nothing to place, nothing to check.
             return;
         }
-        let Some(mr) = self.lookup_cached(stag) else {
+        let Some(mr) = self.take_cached(stag) else {
             return self.fail(
                 tagged(TaggedBufferError::InvalidStag),
                 Some(ulpdu.flatten(scratch)),
@@ -1413,6 +1418,7 @@ impl Qp {
             mr.check(to, data.len(), Access::REMOTE_WRITE)
         };
         let placed = checked.and_then(|off| mr.write_runs(off, &data, last));
+        self.keep_cached(mr);
         match placed {
             Ok(()) => {
                 self.stats.rx_payload_octets += data.len() as u64;
