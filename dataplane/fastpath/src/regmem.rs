@@ -390,6 +390,62 @@ impl RegionMemory {
         Ok(())
     }
 
+    /// Copies `len` octets to region offset `offset` from `src`, where they lie in runs
+    /// with `gap` octets between them that are not copied: the first run is `first`
+    /// octets long, every later one `run` octets, the last what is left. This is a
+    /// ULPDU between MPA markers (RFC 5044 section 4.3: runs of 508 octets between
+    /// 4-octet markers) placed in one call, without a run iterator between the copies.
+    /// `src` must hold exactly the runs and the gaps between them (none after the
+    /// last), `first` and `run` must be at least 1 (`first` may be 0 only for an empty
+    /// copy): otherwise nothing is written and the result is
+    /// [`AccessError::OutOfBounds`]. The range is checked once, before anything is
+    /// written; `last_visible_last` as in [`RegionMemory::write_gather`].
+    #[allow(clippy::too_many_arguments)]
+    pub fn write_strided(
+        &self,
+        offset: usize,
+        len: usize,
+        src: &[u8],
+        first: usize,
+        run: usize,
+        gap: usize,
+        last_visible_last: bool,
+    ) -> Result<(), AccessError> {
+        let src_len = if len <= first {
+            Some(len)
+        } else if run == 0 || first == 0 {
+            None
+        } else {
+            (len - first)
+                .div_ceil(run)
+                .checked_mul(gap)
+                .and_then(|g| g.checked_add(len))
+        };
+        if src_len != Some(src.len()) {
+            return Err(AccessError::OutOfBounds);
+        }
+        let _pass = self.enter(offset, len)?;
+        if len == 0 {
+            return Ok(());
+        }
+        let body = if last_visible_last { len - 1 } else { len };
+        // SAFETY: `offset .. offset + len` is inside the range `enter` checked, so inside
+        // the region, valid while the pass is held; `src` holds exactly the runs and
+        // gaps of `len` octets (checked above), so those of the first `body` octets too;
+        // `src` is other memory (a `&[u8]` cannot point into a region, which hands out
+        // no references); `first` and `run` are at least 1 for a nonempty copy
+        // (checked above).
+        unsafe { kernels::copy_strided_raw(self.at(offset), src.as_ptr(), body, first, run, gap) };
+        if last_visible_last {
+            // SAFETY: as in `write_last_visible_last`: octet `offset + len - 1` is inside
+            // the region, valid while the pass is held, and the only access that may meet
+            // this store is a poller's atomic load of the same octet.
+            let cell = unsafe { AtomicU8::from_ptr(self.at(offset + len - 1)) };
+            cell.store(src[src.len() - 1], Ordering::Release);
+        }
+        Ok(())
+    }
+
     /// Copies `out.len()` octets from region offset `offset` into `out`.
     pub fn read(&self, offset: usize, out: &mut [u8]) -> Result<(), AccessError> {
         let _pass = self.enter(offset, out.len())?;
@@ -702,7 +758,7 @@ mod tests {
         #[test]
         fn copies_agree_with_a_model(
             len in 0usize..300,
-            ops in proptest::collection::vec((0usize..320, proptest::collection::vec(any::<u8>(), 0..80), 0u8..6), 0..20),
+            ops in proptest::collection::vec((0usize..320, proptest::collection::vec(any::<u8>(), 0..80), 0u8..8), 0..20),
         ) {
             let m = RegionMemory::allocate(len).unwrap();
             let mut model = vec![0u8; len];
@@ -728,6 +784,46 @@ mod tests {
                         prop_assert_eq!(r.is_ok(), fits);
                         if fits && kind == 5 && !data.is_empty() {
                             prop_assert_eq!(m.load_u8_acquire(off + data.len() - 1), Ok(data[data.len() - 1]));
+                        }
+                    }
+                    6 | 7 => {
+                        // Strided: runs of 1 to 9 octets with gaps of 0 to 3 between
+                        // them, as the data's own octets say.
+                        let first = data.first().map_or(0, |&b| usize::from(b % 9) + 1);
+                        let run = data.last().map_or(1, |&b| usize::from(b % 9) + 1);
+                        let gap = data.len() % 4;
+                        let mut src = Vec::new();
+                        let mut runs = Vec::new();
+                        let mut at = 0;
+                        let mut take = first.min(data.len());
+                        while at < data.len() {
+                            if at > 0 {
+                                src.extend(std::iter::repeat_n(0xee, gap));
+                            }
+                            src.extend_from_slice(&data[at..at + take]);
+                            runs.push(&data[at..at + take]);
+                            at += take;
+                            take = run.min(data.len() - at);
+                        }
+                        let r = m.write_strided(off, data.len(), &src, first, run, gap, kind == 7);
+                        prop_assert_eq!(r.is_ok(), fits);
+                        if fits && kind == 7 && !data.is_empty() {
+                            prop_assert_eq!(m.load_u8_acquire(off + data.len() - 1), Ok(data[data.len() - 1]));
+                        }
+                        // A source one octet too long or too short is refused, and writes
+                        // nothing.
+                        if !src.is_empty() {
+                            let snapshot = || {
+                                let mut v = vec![0u8; len];
+                                m.read(0, &mut v).unwrap();
+                                v
+                            };
+                            let before = snapshot();
+                            prop_assert_eq!(m.write_strided(off, data.len(), &src[1..], first, run, gap, false), Err(AccessError::OutOfBounds));
+                            let mut longer = src.clone();
+                            longer.push(0);
+                            prop_assert_eq!(m.write_strided(off, data.len(), &longer, first, run, gap, false), Err(AccessError::OutOfBounds));
+                            prop_assert_eq!(snapshot(), before);
                         }
                     }
                     2 => {

@@ -698,6 +698,64 @@ pub fn append_marked(
     Kernel::best().append_marked(out, src, markers, crc, sum)
 }
 
+/// Copies `len` octets to `dst` from `src`, where they lie in runs with `gap` octets
+/// between them that are skipped: the first run `first` octets long, every later one
+/// `run`, the last what is left (MPA's marker stripping, RFC 5044 section 4.3: runs of
+/// 508 octets between 4-octet markers). With AVX-512 each run is copied in 64-octet
+/// vectors in one loop; elsewhere each run is one `copy_nonoverlapping`. Raw pointers
+/// only, as [`copy_crc32c_sum_raw`].
+///
+/// # Safety
+///
+/// `first >= 1` and `run >= 1` unless `len` is 0; `src` is valid for reads of the runs
+/// and the gaps between them (`len + gap * (len - first).div_ceil(run)` octets when `len`
+/// exceeds `first`, else `len`), `dst` for writes of `len` octets, and the two ranges do
+/// not overlap.
+#[inline]
+pub unsafe fn copy_strided_raw(
+    dst: *mut u8,
+    src: *const u8,
+    len: usize,
+    first: usize,
+    run: usize,
+    gap: usize,
+) {
+    #[cfg(all(target_arch = "x86_64", not(miri)))]
+    if features() & F_AVX512 != 0 {
+        // SAFETY: the caller's promise; the CPU has AVX-512F (detected).
+        unsafe { x86::copy_strided_avx512(dst, src, len, first, run, gap) };
+        return;
+    }
+    // SAFETY: the caller's promise, passed on.
+    unsafe { copy_strided_portable(dst, src, len, first, run, gap) }
+}
+
+/// [`copy_strided_raw`] one `copy_nonoverlapping` per run: the reference, and the copy
+/// without AVX-512.
+///
+/// # Safety
+///
+/// As [`copy_strided_raw`].
+pub unsafe fn copy_strided_portable(
+    dst: *mut u8,
+    src: *const u8,
+    len: usize,
+    first: usize,
+    run: usize,
+    gap: usize,
+) {
+    let (mut s, mut d) = (0usize, 0usize);
+    let mut take = first.min(len);
+    while d < len {
+        // SAFETY: the caller's promise: `take` octets at source offset `s` and
+        // destination offset `d` are inside the ranges.
+        unsafe { core::ptr::copy_nonoverlapping(src.add(s), dst.add(d), take) };
+        d += take;
+        s += take + gap;
+        take = run.min(len - d);
+    }
+}
+
 /// Asks the CPU to bring the cache lines of `[p, p + len)` into its cache for writing
 /// (x86-64's `PREFETCHW` where the CPU has it; nothing elsewhere): for a buffer that another core
 /// touched last and this one is about to fill, so that taking the lines back overlaps

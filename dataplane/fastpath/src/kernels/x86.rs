@@ -1398,3 +1398,73 @@ pub(super) unsafe fn avx512_marked<const SUM: bool>(
     };
     (!reg, sum)
 }
+
+// ---------------------------------------------------------------------------------------
+// Strided copies: marker stripping on receive.
+
+/// Copies `n` octets from `src` to `dst` in 64-octet vectors whose stores are aligned
+/// to the destination's cache lines, but for a first and a last one that overlap them
+/// (the runs between markers lie 4 octets further apart in the source than in the
+/// destination, so they start at every alignment, and a store that splits a cache
+/// line costs twice); shorter runs go to `copy_nonoverlapping`.
+///
+/// # Safety
+///
+/// `src` is valid for reads and `dst` for writes of `n` octets; the two do not overlap.
+#[inline]
+#[target_feature(enable = "avx512f")]
+unsafe fn copy_run512(dst: *mut u8, src: *const u8, n: usize) {
+    if n < 64 {
+        // SAFETY: the caller's promise.
+        unsafe { core::ptr::copy_nonoverlapping(src, dst, n) };
+        return;
+    }
+    // SAFETY: `n >= 64`: the first 64 octets are inside both ranges.
+    unsafe { _mm512_storeu_si512(dst.cast(), _mm512_loadu_si512(src.cast())) };
+    // From the first cache line boundary past `dst` (64 octets on when `dst` is on one).
+    let mut i = 64 - (dst as usize & 63);
+    while i + 64 <= n {
+        // SAFETY: `i + 64 <= n`: inside both ranges; `dst + i` is 64-octet aligned.
+        unsafe {
+            let v = _mm512_loadu_si512(src.add(i).cast());
+            _mm512_store_si512(dst.add(i).cast(), v);
+        }
+        i += 64;
+    }
+    if i < n {
+        // SAFETY: `n >= 64`: the last 64 octets are inside both ranges. Where they
+        // overlap the vector before, they store the same octets again.
+        unsafe {
+            let v = _mm512_loadu_si512(src.add(n - 64).cast());
+            _mm512_storeu_si512(dst.add(n - 64).cast(), v);
+        }
+    }
+}
+
+/// [`super::copy_strided_raw`] with 64-octet vectors: each run in one inlined loop, no
+/// call per run.
+///
+/// # Safety
+///
+/// As [`super::copy_strided_raw`], and the CPU has AVX-512F.
+#[target_feature(enable = "avx512f")]
+pub(super) unsafe fn copy_strided_avx512(
+    dst: *mut u8,
+    src: *const u8,
+    len: usize,
+    first: usize,
+    run: usize,
+    gap: usize,
+) {
+    let (mut s, mut d) = (0usize, 0usize);
+    let mut take = first.min(len);
+    while d < len {
+        // SAFETY: the caller's promise: run after run with `gap` octets between them in
+        // the source, `len` octets in all in the destination; `take` never passes what
+        // is left.
+        unsafe { copy_run512(dst.add(d), src.add(s), take) };
+        d += take;
+        s += take + gap;
+        take = run.min(len - d);
+    }
+}

@@ -128,6 +128,19 @@ impl<'a> UlpduRuns<'a> {
         }
     }
 
+    /// With markers inside: the received octets (the runs and the markers between them)
+    /// and the length of the first run; every later run is [`MARKER_INTERVAL`] less
+    /// [`MARKER_LEN`] octets long, the last what is left. `None` when contiguous.
+    pub fn strided(&self) -> Option<(&'a [u8], usize)> {
+        let pos = self.pos?;
+        if is_marker_position(pos) {
+            // Never made so (a ULPDU starts after a marker); the runs handle it anyway.
+            return None;
+        }
+        let first = (MARKER_INTERVAL - pos % MARKER_INTERVAL) as usize;
+        Some((self.wire, first.min(self.wire.len())))
+    }
+
     /// The first run (empty for an empty ULPDU).
     pub fn first_run(&self) -> &'a [u8] {
         self.runs().next().unwrap_or_default()
@@ -725,7 +738,13 @@ fn check_fpdu<'a>(
         let h = ULPDU_LENGTH_LEN;
         return Ok(fpdu(UlpduRuns::flat(&wire[h..h + layout.ulpdu_len]), crc));
     }
-    for m in layout.marker_positions() {
+    // The markers inside the FPDU, one every MARKER_INTERVAL octets from the first
+    // (`layout.marker_positions()`, as a plain strided loop: this runs once per 508
+    // octets received).
+    let mut m = layout.start.next_multiple_of(MARKER_INTERVAL);
+    // A marker lies whole inside the FPDU (its last octet is content, never a marker).
+    let end = layout.end();
+    while m < end {
         let at = (m - layout.start) as usize;
         let fpduptr = u16::from_be_bytes([wire[at + 2], wire[at + 3]]);
         let expected = layout.fpduptr_at(m);
@@ -738,6 +757,7 @@ fn check_fpdu<'a>(
                 expected,
             });
         }
+        m += MARKER_INTERVAL;
     }
     let range = layout.ulpdu_wire_range();
     let pos = layout.start + range.start as u64;
@@ -769,6 +789,47 @@ mod tests {
         let mut got = Vec::new();
         let r = d.push(data, |f| got.push((f.stream_offset, f.ulpdu.to_vec())));
         (got, r)
+    }
+
+    /// A ULPDU's strided form ([`UlpduRuns::strided`]) and its runs name the same octets,
+    /// wherever it starts between markers and whatever its length; `skip` keeps it so.
+    #[test]
+    fn strided_form_agrees_with_the_runs() {
+        for pos in (4u64..1100).filter(|p| !is_marker_position(*p) && p % 512 >= 4) {
+            for len in [1usize, 2, 7, 100, 507, 508, 509, 1016, 1017, 2000] {
+                let data: Vec<u8> = (0..len).map(|i| (i * 7 + 1) as u8).collect();
+                let mut wire = Vec::new();
+                let (mut p, mut i) = (pos, 0);
+                while i < len {
+                    if is_marker_position(p) {
+                        wire.extend_from_slice(&[0xee; MARKER_LEN]);
+                        p += MARKER_LEN as u64;
+                    } else {
+                        wire.push(data[i]);
+                        i += 1;
+                        p += 1;
+                    }
+                }
+                let u = UlpduRuns::marked(&wire, pos, len);
+                for (u, data) in [(u, &data[..]), (u.skip(3), &data[3.min(len)..])] {
+                    assert_eq!(u.to_vec(), data);
+                    let Some((w, first)) = u.strided() else {
+                        assert_eq!(u.contiguous(), Some(data));
+                        continue;
+                    };
+                    let run = MARKER_INTERVAL as usize - MARKER_LEN;
+                    let mut got = Vec::new();
+                    let (mut at, mut take) = (0, first.min(data.len()));
+                    while got.len() < data.len() {
+                        got.extend_from_slice(&w[at..at + take]);
+                        at += take + MARKER_LEN;
+                        take = run.min(data.len() - got.len());
+                    }
+                    assert_eq!(got, data, "pos {pos} len {len}");
+                    assert_eq!(at - MARKER_LEN, w.len(), "no trailing marker");
+                }
+            }
+        }
     }
 
     #[test]
