@@ -24,7 +24,7 @@
 //! core, never in two places; the core keeps no copy and replays nothing.
 
 use std::net::SocketAddrV4;
-use std::sync::atomic::{fence, AtomicBool, AtomicU8, Ordering};
+use std::sync::atomic::{fence, AtomicBool, AtomicU64, AtomicU8, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 
 use crossbeam::queue::ArrayQueue;
@@ -75,9 +75,20 @@ pub fn conn_id(core: usize, n: u64, active: bool) -> ConnId {
 /// contended, and a burst of `n` elements costs one lock, one index update and `n`
 /// copies, where a lock-free MPMC ring pays an atomic read-modify-write per element.
 /// Several producers (or consumers) are still correct: they take turns.
+///
+/// A consumer finds an empty ring without taking its lock: the producers count what they
+/// pushed (`pushed`, stored with Release under the producer's lock) and the consumers
+/// what they took (`popped`, under the consumer's lock); equal counts mean empty. A core
+/// looks at each of a QP's queues whenever the QP's doorbell rings, and a consumer polls
+/// its CQ in a loop: most looks find nothing, and a look now costs two loads, not a
+/// lock's two atomic read-modify-writes.
 pub struct BurstRing<T> {
     producer: Mutex<Producer<T>>,
     consumer: Mutex<Consumer<T>>,
+    /// Elements pushed since creation (written under the producer's lock).
+    pushed: AtomicU64,
+    /// Elements taken since creation (written under the consumer's lock).
+    popped: AtomicU64,
     capacity: usize,
 }
 
@@ -104,13 +115,43 @@ impl<T> BurstRing<T> {
         BurstRing {
             producer: Mutex::new(producer),
             consumer: Mutex::new(consumer),
+            pushed: AtomicU64::new(0),
+            popped: AtomicU64::new(0),
             capacity,
         }
     }
 
+    /// Counts `n` elements pushed; the caller holds the producer's lock and has
+    /// committed them.
+    fn count_pushed(&self, n: usize) {
+        if n > 0 {
+            let was = self.pushed.load(Ordering::Relaxed);
+            self.pushed.store(was + n as u64, Ordering::Release);
+        }
+    }
+
+    /// Counts `n` elements taken; the caller holds the consumer's lock.
+    fn count_popped(&self, n: usize) {
+        if n > 0 {
+            let was = self.popped.load(Ordering::Relaxed);
+            self.popped.store(was + n as u64, Ordering::Relaxed);
+        }
+    }
+
+    /// True when the producers' count says nothing waits, read without a lock. A push
+    /// that has not been counted yet may be missed, as if it came a moment later; the
+    /// Acquire load pairs with the count's Release store, so a push seen counted is in
+    /// the ring for the consumer's lock to find.
+    fn looks_empty(&self) -> bool {
+        self.pushed.load(Ordering::Acquire) == self.popped.load(Ordering::Relaxed)
+    }
+
     /// Adds one element; gives it back when the ring is full.
     pub fn push(&self, t: T) -> Result<(), T> {
-        lock(&self.producer).push(t).map_err(|PushError::Full(t)| t)
+        let mut p = lock(&self.producer);
+        p.push(t).map_err(|PushError::Full(t)| t)?;
+        self.count_pushed(1);
+        Ok(())
     }
 
     /// Adds the elements of `items` in order as far as there is room, in one burst;
@@ -121,21 +162,32 @@ impl<T> BurstRing<T> {
         if room == 0 {
             return 0;
         }
-        match p.write_chunk_uninit(room) {
+        let n = match p.write_chunk_uninit(room) {
             Ok(chunk) => chunk.fill_from_iter(items),
             Err(_) => 0,
-        }
+        };
+        self.count_pushed(n);
+        n
     }
 
     /// Takes the oldest element.
     pub fn pop(&self) -> Option<T> {
-        lock(&self.consumer).pop().ok()
+        if self.looks_empty() {
+            return None;
+        }
+        let mut c = lock(&self.consumer);
+        let t = c.pop().ok()?;
+        self.count_popped(1);
+        Some(t)
     }
 
     /// Takes up to `max` elements in one burst, handing each to `take` in order; stops
     /// early (leaving the rest in the ring) when `take` returns false for an element,
     /// which counts as taken. Returns how many were taken.
     pub fn pop_burst(&self, max: usize, mut take: impl FnMut(T) -> bool) -> usize {
+        if self.looks_empty() {
+            return 0;
+        }
         let mut c = lock(&self.consumer);
         let n = c.slots().min(max);
         if n == 0 {
@@ -152,6 +204,7 @@ impl<T> BurstRing<T> {
                 break;
             }
         }
+        self.count_popped(taken);
         taken
     }
 
@@ -178,7 +231,7 @@ impl<T> BurstRing<T> {
     /// [`BurstRing::is_empty`] as the consumer sees it: through the consumer's lock, so a
     /// consumer polling its ring never waits on a producer in the middle of a burst.
     pub fn is_empty_to_consumer(&self) -> bool {
-        lock(&self.consumer).is_empty()
+        self.looks_empty() || lock(&self.consumer).is_empty()
     }
 
     /// Room when empty, in elements.
@@ -578,6 +631,14 @@ mod tests {
         assert_eq!(got, [3, 4]);
         assert_eq!(r.pop(), None);
         assert_eq!(r.pop_burst(10, |_| true), 0);
+        // The counts that tell an empty ring without a lock follow pushes and takes,
+        // the refused element of a stopped burst included.
+        assert!(r.is_empty_to_consumer());
+        assert_eq!(r.push(7), Ok(()));
+        assert!(!r.is_empty_to_consumer());
+        assert_eq!(r.pop_burst(10, |_| false), 1);
+        assert!(r.is_empty_to_consumer());
+        assert_eq!(r.pop(), None);
         assert_eq!(BurstRing::<u8>::new(0).capacity(), 1);
     }
 
