@@ -97,24 +97,37 @@ pub fn tcp_ipv4(data: &[u8]) {
     use smoltcp::phy::ChecksumCapabilities;
     use smoltcp::wire::{IpAddress, Ipv4Address, TcpPacket, TcpRepr};
     let _ = wire::tcp::ipv4_segment_from_bytes(data);
-    let (src, dst) = (Ipv4Address::new(10, 0, 0, 1), Ipv4Address::new(10, 0, 0, 2));
-    for seg in [data, data.get(20..).unwrap_or(&[])] {
-        let theirs = TcpPacket::new_checked(seg).ok().and_then(|p| {
-            TcpRepr::parse(
-                &p,
-                &IpAddress::Ipv4(src),
-                &IpAddress::Ipv4(dst),
-                &ChecksumCapabilities::ignored(),
-            )
-            .ok()
-        });
-        if let Some(ours) = wire::tcp::headers::parse_tcp_common(seg) {
-            assert_eq!(ours.ok(), theirs, "the fast parse disagrees with smoltcp's");
+    // The datagram's payload where its header says (IHL, total length), else the octets
+    // after a 20-octet header.
+    let payload = match (data.first(), data.get(2..4)) {
+        (Some(&v), Some(t)) => {
+            let ihl = usize::from(v & 0x0f) * 4;
+            let total = usize::from(u16::from_be_bytes([t[0], t[1]]));
+            data.get(ihl..total.min(data.len())).unwrap_or(&[])
         }
-        assert_eq!(
-            wire::tcp::segment_from_bytes_with(src, dst, seg, false),
-            theirs,
-            "segment_from_bytes disagrees with smoltcp's parse"
-        );
+        _ => &[],
+    };
+    let (src, dst) = (Ipv4Address::new(10, 0, 0, 1), Ipv4Address::new(10, 0, 0, 2));
+    for seg in [data, data.get(20..).unwrap_or(&[]), payload] {
+        for checked in [false, true] {
+            let caps = if checked {
+                ChecksumCapabilities::default()
+            } else {
+                ChecksumCapabilities::ignored()
+            };
+            let theirs = TcpPacket::new_checked(seg).ok().and_then(|p| {
+                TcpRepr::parse(&p, &IpAddress::Ipv4(src), &IpAddress::Ipv4(dst), &caps).ok()
+            });
+            if !checked {
+                if let Some(ours) = wire::tcp::headers::parse_tcp_common(seg) {
+                    assert_eq!(ours.ok(), theirs, "the fast parse disagrees with smoltcp's");
+                }
+            }
+            assert_eq!(
+                wire::tcp::segment_from_bytes_with(src, dst, seg, checked),
+                theirs,
+                "segment_from_bytes disagrees with smoltcp's parse (checksum checked: {checked})"
+            );
+        }
     }
 }

@@ -65,6 +65,8 @@ fn seeds() -> Vec<Vec<u8>> {
     wire::tcp::ipv4_segment_to_bytes(&tuple, &r, 64, &mut d);
     let mut linux = d.clone();
     linux[40..52].copy_from_slice(&[1, 1, 8, 10, 0, 0, 0, 1, 0, 0, 0, 2]);
+    // Its checksum again, so that the datagram parser takes it too.
+    wire::tcp::checksum::fill_tcp(tuple.local_addr, tuple.remote_addr, &mut linux[20..]);
     let mut syn = r;
     syn.control = smoltcp::wire::TcpControl::Syn;
     syn.max_seg_size = Some(1460);

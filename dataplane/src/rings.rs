@@ -228,8 +228,9 @@ impl<T> BurstRing<T> {
         self.len() == 0
     }
 
-    /// [`BurstRing::is_empty`] as the consumer sees it: through the consumer's lock, so a
-    /// consumer polling its ring never waits on a producer in the middle of a burst.
+    /// [`BurstRing::is_empty`] as the consumer sees it: from the counts, without a lock,
+    /// when they say empty; else through the consumer's lock. Either way a consumer
+    /// polling its ring never waits on a producer in the middle of a burst.
     pub fn is_empty_to_consumer(&self) -> bool {
         self.looks_empty() || lock(&self.consumer).is_empty()
     }
@@ -633,12 +634,18 @@ mod tests {
         assert_eq!(r.pop_burst(10, |_| true), 0);
         // The counts that tell an empty ring without a lock follow pushes and takes,
         // the refused element of a stopped burst included.
-        assert!(r.is_empty_to_consumer());
+        assert!(r.looks_empty() && r.is_empty_to_consumer());
         assert_eq!(r.push(7), Ok(()));
-        assert!(!r.is_empty_to_consumer());
+        assert!(!r.looks_empty() && !r.is_empty_to_consumer());
         assert_eq!(r.pop_burst(10, |_| false), 1);
-        assert!(r.is_empty_to_consumer());
+        assert!(r.looks_empty() && r.is_empty_to_consumer());
         assert_eq!(r.pop(), None);
+        // Every push and take counted, after bursts of every kind above.
+        let (pushed, popped) = (
+            r.pushed.load(Ordering::Relaxed),
+            r.popped.load(Ordering::Relaxed),
+        );
+        assert_eq!((pushed, popped), (6, 6));
         assert_eq!(BurstRing::<u8>::new(0).capacity(), 1);
     }
 

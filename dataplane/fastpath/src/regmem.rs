@@ -396,8 +396,8 @@ impl RegionMemory {
     /// ULPDU between MPA markers (RFC 5044 section 4.3: runs of 508 octets between
     /// 4-octet markers) placed in one call, without a run iterator between the copies.
     /// `src` must hold exactly the runs and the gaps between them (none after the
-    /// last), `first` and `run` must be at least 1 (`first` may be 0 only for an empty
-    /// copy): otherwise nothing is written and the result is
+    /// last), `run` must be at least 1, and `first` too unless `len` is 0: otherwise
+    /// nothing is written and the result is
     /// [`AccessError::OutOfBounds`]. The range is checked once, before anything is
     /// written; `last_visible_last` as in [`RegionMemory::write_gather`].
     #[allow(clippy::too_many_arguments)]
@@ -411,10 +411,10 @@ impl RegionMemory {
         gap: usize,
         last_visible_last: bool,
     ) -> Result<(), AccessError> {
-        let src_len = if len <= first {
-            Some(len)
-        } else if run == 0 || first == 0 {
+        let src_len = if run == 0 || (first == 0 && len > 0) {
             None
+        } else if len <= first {
+            Some(len)
         } else {
             (len - first)
                 .div_ceil(run)
@@ -646,6 +646,21 @@ mod tests {
         assert_eq!(&all[3..33], &data[..]);
         assert_eq!(&all[33..], &[0xAA; 4]);
         m.write_last_visible_last(5, &[]).unwrap();
+    }
+
+    /// A strided copy whose run (or first run, for a copy that is not empty) is empty is
+    /// refused, whatever the source holds.
+    #[test]
+    fn strided_copies_need_runs() {
+        let m = RegionMemory::allocate(16).unwrap();
+        let src = [1u8; 8];
+        let refused = Err(AccessError::OutOfBounds);
+        assert_eq!(m.write_strided(0, 5, &src[..5], 5, 0, 0, false), refused);
+        assert_eq!(m.write_strided(0, 5, &src[..5], 0, 5, 0, false), refused);
+        assert_eq!(m.write_strided(0, 0, &[], 0, 1, 4, true), Ok(()));
+        assert_eq!(m.load_u8_acquire(4), Ok(0));
+        assert_eq!(m.write_strided(0, 5, &src[..5], 5, 1, 4, true), Ok(()));
+        assert_eq!(m.load_u8_acquire(4), Ok(1));
     }
 
     /// Runs that do not add up to the length given cannot make a gathered write leave

@@ -21,7 +21,9 @@
 //! * Source and destination may have any alignment and any length, 0 included.
 //! * Each source octet is read exactly once, and the value read is the one stored, folded
 //!   into the CRC and added to the sum: the three agree even when another thread writes the
-//!   source meanwhile (registered memory).
+//!   source meanwhile (registered memory). The exception is [`copy_strided_raw`], a copy
+//!   alone (no CRC, no sum to agree with) from a received frame no other thread writes:
+//!   its vectors overlap at the ends of a run, so it may read an octet twice.
 //!
 //! # Kernels
 //!
@@ -707,7 +709,7 @@ pub fn append_marked(
 ///
 /// # Safety
 ///
-/// `first >= 1` and `run >= 1` unless `len` is 0; `src` is valid for reads of the runs
+/// `run >= 1`, and `first >= 1` unless `len` is 0; `src` is valid for reads of the runs
 /// and the gaps between them (`len + gap * (len - first).div_ceil(run)` octets when `len`
 /// exceeds `first`, else `len`), `dst` for writes of `len` octets, and the two ranges do
 /// not overlap.

@@ -2,11 +2,13 @@
 //! carry-less folding, and for the CRC alone `crc32` streams beside it), [`pclmul`]
 //! (128-bit folding), [`sse42_three`] and [`sse42_one`] (the `crc32` instruction, three
 //! streams recombined by a carry-less multiply, or one); and the marked copies
-//! [`avx512_marked`] and [`vpclmul_marked`].
+//! [`avx512_marked`] and [`vpclmul_marked`]; and the strided copy that takes markers out,
+//! [`copy_strided_avx512`].
 //!
 //! Each is an `unsafe fn` with `#[target_feature]`, called only once the features are
-//! detected (see `Kernel::is_available`). All take raw pointers and read every octet of
-//! the source exactly once: the vector or word loaded is the one stored to the
+//! detected (see `Kernel::is_available`). All take raw pointers, and all but the strided
+//! copy (a copy alone, from a received frame no other thread writes, whose vectors
+//! overlap at the ends of a run) read every octet of the source exactly once: the vector or word loaded is the one stored to the
 //! destination, folded into the CRC and added to the sum, so the three agree even if the
 //! source changes under us (registered memory that another thread writes).
 //!
