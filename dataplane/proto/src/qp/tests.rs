@@ -1752,3 +1752,123 @@ proptest! {
         prop_assert!(got[64 + len..].iter().all(|&b| b == 0x5A));
     }
 }
+
+/// Sends from several regions, queued in any order behind one another, each carry their
+/// own region's octets: the QP's cached region is referred to, not held, by the requests
+/// that name it, and a request naming another region while sends are queued holds that
+/// one itself; the cache moves to another region once the queue has drained. A Read
+/// whose sink is the cached region keeps it for its Response. A send whose cached
+/// region is deregistered before it goes out fails, as one holding its region did.
+#[test]
+fn sends_from_interleaved_regions_carry_their_own_octets() {
+    let mut p = pair();
+    let len = 3000usize;
+    let srcs: Vec<_> = (0..3)
+        .map(|i| {
+            let mr = reg(&p.a, 0x10_0000 * (i + 1), len, Access::LOCAL_WRITE);
+            mr.write(0, &pattern(len, 10 + i as u8)).unwrap();
+            mr
+        })
+        .collect();
+    let order = [0usize, 0, 1, 0, 2, 1, 1, 0];
+    let later = [2usize, 0, 0, 1];
+    let dsts: Vec<_> = (0..order.len() + later.len())
+        .map(|i| {
+            let mr = reg(
+                &p.b,
+                0x100_0000 + 0x10_000 * i as u64,
+                len,
+                Access::LOCAL_WRITE,
+            );
+            p.b.qp
+                .post_recv(RecvWr {
+                    wr_id: i as u64,
+                    local: sge(&mr, 0, len as u32),
+                })
+                .unwrap();
+            mr
+        })
+        .collect();
+    let send = |p: &mut Pair, id: usize, src: usize| {
+        p.a.qp
+            .post_send(SendWr {
+                wr_id: id as u64,
+                op: SendOp::Send,
+                local: sge(&srcs[src], 0, len as u32),
+                signaled: true,
+            })
+            .unwrap();
+    };
+    for (id, &src) in order.iter().enumerate() {
+        send(&mut p, id, src);
+    }
+    p.pump(MULPDU);
+    // The queue drained: the next request's region (2) becomes the cached one.
+    for (k, &src) in later.iter().enumerate() {
+        send(&mut p, order.len() + k, src);
+    }
+    p.pump(MULPDU);
+    let all: Vec<usize> = order.iter().chain(&later).copied().collect();
+    for (i, &src) in all.iter().enumerate() {
+        assert_eq!(
+            dsts[i].to_vec(),
+            pattern(len, 10 + src as u8),
+            "message {i}"
+        );
+    }
+    let done = completions(&mut p.a.qp);
+    assert_eq!(done.len(), all.len());
+    assert!(
+        done.iter().all(|c| c.status == WcStatus::Success),
+        "{done:?}"
+    );
+    // A Read into the cached region (0, from the last send), queued behind a send from
+    // region 1: its sink outlives the queue.
+    let remote = reg(&p.b, 0x900_0000, len, Access::REMOTE_READ);
+    remote.write(0, &pattern(len, 99)).unwrap();
+    let rx = reg(&p.b, 0x980_0000, len, Access::LOCAL_WRITE);
+    p.b.qp
+        .post_recv(RecvWr {
+            wr_id: 500,
+            local: sge(&rx, 0, len as u32),
+        })
+        .unwrap();
+    send(&mut p, 100, 1);
+    p.a.qp
+        .post_send(SendWr {
+            wr_id: 101,
+            op: SendOp::Read {
+                remote_stag: remote.stag(),
+                remote_to: remote.base_to(),
+            },
+            local: sge(&srcs[0], 0, len as u32),
+            signaled: true,
+        })
+        .unwrap();
+    p.pump(MULPDU);
+    assert_eq!(rx.to_vec(), pattern(len, 11));
+    assert_eq!(srcs[0].to_vec(), pattern(len, 99));
+    let done = completions(&mut p.a.qp);
+    assert_eq!(
+        done.iter().map(|c| (c.wr_id, c.status)).collect::<Vec<_>>(),
+        [(100, WcStatus::Success), (101, WcStatus::Success)]
+    );
+    // The cached region (0) deregistered under a queued send: it fails.
+    let rx2 = reg(&p.b, 0xa00_0000, len, Access::LOCAL_WRITE);
+    p.b.qp
+        .post_recv(RecvWr {
+            wr_id: 600,
+            local: sge(&rx2, 0, len as u32),
+        })
+        .unwrap();
+    send(&mut p, 200, 0);
+    assert!(p.a.mrs.deregister(srcs[0].stag()));
+    p.pump(MULPDU);
+    let done = completions(&mut p.a.qp);
+    assert_eq!(done.len(), 1);
+    assert_eq!(
+        (done[0].wr_id, done[0].status),
+        (200, WcStatus::LocalProtectionError)
+    );
+    assert_eq!(rx2.to_vec(), vec![0; len]);
+}
