@@ -376,7 +376,8 @@ enum LocalMr {
     /// No octets (a zero-length message, a Read Request).
     #[default]
     None,
-    /// The QP's cached region (`Qp::local_cache`).
+    /// The QP's cached region of the request's kind (`Qp::local_cache` for sends,
+    /// `Qp::recv_cache` for receives).
     Cached,
     /// A region of its own.
     Owned(Arc<MemoryRegion>),
@@ -488,7 +489,7 @@ struct InRead {
 #[derive(Debug)]
 struct RecvEntry {
     wr_id: u64,
-    mr: Option<Arc<MemoryRegion>>,
+    mr: LocalMr,
     off: usize,
     len: usize,
     /// Refused at posting (its buffer failed the checks): the Send that takes it fails
@@ -530,8 +531,10 @@ pub struct Qp {
     rx_msg_len: u64,
     rtr_sink: Option<(u32, u64)>,
     write_cache: Option<Arc<MemoryRegion>>,
-    /// The region the last local SGE named ([`Qp::post_send`], [`Qp::post_recv`]).
+    /// The region send work requests refer to ([`LocalMr::Cached`], [`Qp::resolve`]).
     local_cache: Option<Arc<MemoryRegion>>,
+    /// The region receives refer to.
+    recv_cache: Option<Arc<MemoryRegion>>,
     /// A Read Request ULPDU is built here before it is framed.
     scratch: Vec<u8>,
     term_pending: Option<Vec<u8>>,
@@ -607,6 +610,7 @@ impl Qp {
             rtr_sink: cfg.read_rtr_sink,
             write_cache: None,
             local_cache: None,
+            recv_cache: None,
             scratch: Vec::new(),
             term_pending: None,
             cq: VecDeque::new(),
@@ -618,22 +622,32 @@ impl Qp {
     }
 
     /// The region `sge` names, checked for our PD, the range and `need`, and the offset
-    /// of `sge.to` in it: as a [`LocalMr`] for a send (`Cached` when it is the cached
-    /// region, or becomes it), as an `Arc` otherwise. A stream of requests from one
-    /// buffer takes the table's lock once, not once each. The cached region is replaced
-    /// only while no send is queued or in progress (no `Cached` reference exists then);
-    /// else a region of another STag is held by its request alone.
+    /// of `sge.to` in it: `Cached` when it is the cached region of its kind (the send
+    /// queue's, or with `recv` the receive queue's), or becomes it. A stream of requests
+    /// from one buffer takes the table's lock once, not once each. A kind's cached region
+    /// is replaced only while none of its requests waits (no send queued or in progress;
+    /// no receive posted): no `Cached` reference to it exists then. Else a region of
+    /// another STag is held by its request alone.
     fn resolve(
         &mut self,
         sge: &Sge,
         need: Access,
-        for_send: bool,
+        recv: bool,
     ) -> Result<(LocalMr, usize), PostError> {
         if sge.len == 0 {
             return Ok((LocalMr::None, 0));
         }
-        let hit = matches!(&self.local_cache,
-            Some(mr) if mr.stag() == sge.stag && mr.is_valid());
+        let idle = if recv {
+            self.rq.is_empty()
+        } else {
+            self.sq.is_empty() && self.cur.is_none()
+        };
+        let cache = if recv {
+            &mut self.recv_cache
+        } else {
+            &mut self.local_cache
+        };
+        let hit = matches!(cache, Some(mr) if mr.stag() == sge.stag && mr.is_valid());
         let own = if hit {
             None
         } else {
@@ -641,14 +655,14 @@ impl Qp {
                 .mrs
                 .lookup(sge.stag)
                 .ok_or(PostError::LocalProtection(MrError::InvalidStag))?;
-            if self.sq.is_empty() && self.cur.is_none() {
-                self.local_cache = Some(mr);
+            if idle {
+                *cache = Some(mr);
                 None
             } else {
                 Some(mr)
             }
         };
-        let Some(mr) = own.as_ref().or(self.local_cache.as_ref()) else {
+        let Some(mr) = own.as_ref().or(cache.as_ref()) else {
             return Err(PostError::LocalProtection(MrError::InvalidStag));
         };
         if mr.pd() != self.cfg.pd {
@@ -659,8 +673,7 @@ impl Qp {
             .map_err(PostError::LocalProtection)?;
         let local = match own {
             Some(mr) => LocalMr::Owned(mr),
-            None if for_send => LocalMr::Cached,
-            None => LocalMr::Owned(mr.clone()),
+            None => LocalMr::Cached,
         };
         Ok((local, off))
     }
@@ -684,7 +697,7 @@ impl Qp {
             SendOp::Write { .. } => (WcOpcode::Write, Access::empty()),
             _ => (WcOpcode::Send, Access::empty()),
         };
-        let (mr, off) = self.resolve(&wr.local, need, true)?;
+        let (mr, off) = self.resolve(&wr.local, need, false)?;
         let seq = self.push_slot(wr.wr_id, opcode, wr.signaled, wr.local.len, None);
         self.sq.push_back(Pending { seq, wr, mr, off });
         Ok(())
@@ -722,11 +735,7 @@ impl Qp {
         if self.rq.len() >= self.cfg.max_recv_wr {
             return Err(PostError::QueueFull);
         }
-        let (mr, off) = self.resolve(&wr.local, Access::LOCAL_WRITE, false)?;
-        let mr = match mr {
-            LocalMr::Owned(mr) => Some(mr),
-            LocalMr::None | LocalMr::Cached => None,
-        };
+        let (mr, off) = self.resolve(&wr.local, Access::LOCAL_WRITE, true)?;
         self.rq.push_back(RecvEntry {
             wr_id: wr.wr_id,
             mr,
@@ -773,7 +782,7 @@ impl Qp {
         } else {
             self.rq.push_back(RecvEntry {
                 wr_id: wr.wr_id,
-                mr: None,
+                mr: LocalMr::None,
                 off: 0,
                 len: 0,
                 refused: Some(e.status()),
@@ -1666,8 +1675,8 @@ impl Qp {
             );
         }
         if !data.is_empty() {
-            let placed = match &rv.mr {
-                Some(mr) if mr.is_valid() => mr.write(rv.off + h.mo as usize, data),
+            let placed = match rv.mr.get(self.recv_cache.as_ref()) {
+                Ok(Some(mr)) if mr.is_valid() => mr.write(rv.off + h.mo as usize, data),
                 _ => Err(MrError::Invalidated),
             };
             if placed.is_err() {

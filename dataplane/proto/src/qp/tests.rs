@@ -1872,3 +1872,58 @@ fn sends_from_interleaved_regions_carry_their_own_octets() {
     );
     assert_eq!(rx2.to_vec(), vec![0; len]);
 }
+
+/// Receives into one region (the cached one: each refers to it) and then, once they have
+/// all completed, into another (the cache moves), and one posted meanwhile into a third
+/// while receives wait (it holds its region itself): every message lands where its
+/// receive said.
+#[test]
+fn receives_refer_to_the_cached_region() {
+    let mut p = pair();
+    let len = 700usize;
+    let src = reg(&p.a, 0x1000, 8 * len, Access::empty());
+    src.write(0, &pattern(8 * len, 40)).unwrap();
+    let shared = reg(&p.b, 0x10_0000, 4 * len, Access::LOCAL_WRITE);
+    let other = reg(&p.b, 0x20_0000, 4 * len, Access::LOCAL_WRITE);
+    let third = reg(&p.b, 0x30_0000, len, Access::LOCAL_WRITE);
+    let recv = |p: &mut Pair, id: u64, mr: &MemoryRegion, slot: u64| {
+        p.b.qp
+            .post_recv(RecvWr {
+                wr_id: id,
+                local: sge(mr, slot * len as u64, len as u32),
+            })
+            .unwrap();
+    };
+    let send = |p: &mut Pair, id: u64| {
+        p.a.qp
+            .post_send(SendWr {
+                wr_id: id,
+                op: SendOp::Send,
+                local: sge(&src, id * len as u64, len as u32),
+                signaled: false,
+            })
+            .unwrap();
+    };
+    for i in 0..3 {
+        recv(&mut p, i, &shared, i);
+    }
+    recv(&mut p, 3, &third, 0);
+    for i in 0..4 {
+        send(&mut p, i);
+    }
+    p.pump(MULPDU);
+    for i in 4..8 {
+        recv(&mut p, i, &other, i - 4);
+        send(&mut p, i);
+    }
+    p.pump(MULPDU);
+    let want = pattern(8 * len, 40);
+    assert_eq!(shared.to_vec()[..3 * len], want[..3 * len]);
+    assert_eq!(third.to_vec(), want[3 * len..4 * len]);
+    assert_eq!(other.to_vec(), want[4 * len..]);
+    let done = completions(&mut p.b.qp);
+    assert_eq!(
+        done.iter().map(|c| (c.wr_id, c.status)).collect::<Vec<_>>(),
+        (0..8).map(|i| (i, WcStatus::Success)).collect::<Vec<_>>()
+    );
+}
