@@ -62,6 +62,12 @@ pub fn deframer(data: &[u8]) {
         let rr = runs.push_runs_hinted(c, &hints, |f| {
             let runs: Vec<&[u8]> = f.ulpdu.runs().collect();
             assert_eq!(runs.iter().map(|x| x.len()).sum::<usize>(), f.ulpdu.len());
+            // Placed as the dataplane places it (one strided copy between the markers),
+            // whole and past a header: the same octets as the runs.
+            for skip in [0, 14, 18] {
+                let u = f.ulpdu.skip(skip);
+                assert_eq!(placed(&u), u.to_vec());
+            }
             r.push((f.stream_offset, runs.concat()))
         });
         assert_eq!(ra, rb);
@@ -72,6 +78,27 @@ pub fn deframer(data: &[u8]) {
             break;
         }
     }
+}
+
+/// `u` placed into a fresh region as the dataplane places a ULPDU: in one strided copy
+/// when markers lie inside it, else by its runs; its last octet stored last.
+fn placed(u: &wire::mpa::deframe::UlpduRuns<'_>) -> Vec<u8> {
+    use fastpath::regmem::RegionMemory;
+    use wire::mpa::fpdu::{MARKER_INTERVAL, MARKER_LEN};
+    let m = RegionMemory::allocate(u.len()).expect("a region of a ULPDU's length");
+    match u.strided() {
+        Some((wire, first)) => {
+            let run = MARKER_INTERVAL as usize - MARKER_LEN;
+            m.write_strided(0, u.len(), wire, first, run, MARKER_LEN, true)
+                .expect("a ULPDU's strided form fits its length");
+        }
+        None => m
+            .write_gather(0, u.len(), u.runs(), true)
+            .expect("a ULPDU's runs fit its length"),
+    }
+    let mut out = vec![0u8; u.len()];
+    m.read(0, &mut out).expect("read back");
+    out
 }
 
 /// The DDP/RDMAP segment parser and the Terminate decoders: a parse error that names a
