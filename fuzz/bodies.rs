@@ -80,22 +80,13 @@ pub fn deframer(data: &[u8]) {
     }
 }
 
-/// `u` placed into a fresh region as the dataplane places a ULPDU: in one strided copy
-/// when markers lie inside it, else by its runs; its last octet stored last.
+/// `u` placed into a fresh region as the dataplane places a ULPDU
+/// (`UlpduRuns::write_to`: one strided copy when markers lie inside it), read back.
 fn placed(u: &wire::mpa::deframe::UlpduRuns<'_>) -> Vec<u8> {
-    use fastpath::regmem::RegionMemory;
-    use wire::mpa::fpdu::{MARKER_INTERVAL, MARKER_LEN};
-    let m = RegionMemory::allocate(u.len()).expect("a region of a ULPDU's length");
-    match u.strided() {
-        Some((wire, first)) => {
-            let run = MARKER_INTERVAL as usize - MARKER_LEN;
-            m.write_strided(0, u.len(), wire, first, run, MARKER_LEN, true)
-                .expect("a ULPDU's strided form fits its length");
-        }
-        None => m
-            .write_gather(0, u.len(), u.runs(), true)
-            .expect("a ULPDU's runs fit its length"),
-    }
+    let m =
+        fastpath::regmem::RegionMemory::allocate(u.len()).expect("a region of a ULPDU's length");
+    u.write_to(&m, 0, true)
+        .expect("a ULPDU fits a region of its length");
     let mut out = vec![0u8; u.len()];
     m.read(0, &mut out).expect("read back");
     out

@@ -1444,7 +1444,8 @@ unsafe fn copy_run512(dst: *mut u8, src: *const u8, n: usize) {
 }
 
 /// [`super::copy_strided_raw`] with 64-octet vectors: each run in one inlined loop, no
-/// call per run.
+/// call per run. (The run loop is written out here and in `copy_strided_portable`: one
+/// iterator shared by both measured 3-5 % slower in `crc_framing`'s marked receive.)
 ///
 /// # Safety
 ///

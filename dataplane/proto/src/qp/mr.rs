@@ -33,7 +33,6 @@ pub use fastpath::regmem::{AccessError, RegionMemory};
 use rand::rngs::{StdRng, SysRng};
 use rand::{RngExt, SeedableRng};
 use wire::mpa::deframe::UlpduRuns;
-use wire::mpa::fpdu::{MARKER_INTERVAL, MARKER_LEN};
 
 /// Access rights of a memory region (a bit set).
 #[derive(Clone, Copy, PartialEq, Eq, Hash, Default)]
@@ -301,21 +300,7 @@ impl MemoryRegion {
         data: &UlpduRuns<'_>,
         last_visible_last: bool,
     ) -> Result<(), MrError> {
-        let len = data.len();
-        Ok(match data.strided() {
-            Some((wire, first)) => self.mem.write_strided(
-                offset,
-                len,
-                wire,
-                first,
-                (MARKER_INTERVAL as usize) - MARKER_LEN,
-                MARKER_LEN,
-                last_visible_last,
-            ),
-            None => self
-                .mem
-                .write_gather(offset, len, data.runs(), last_visible_last),
-        }?)
+        Ok(data.write_to(&self.mem, offset, last_visible_last)?)
     }
 
     /// Copies `out.len()` octets at region offset `offset` into `out`.

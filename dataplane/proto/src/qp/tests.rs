@@ -1772,6 +1772,15 @@ fn sends_from_interleaved_regions_carry_their_own_octets() {
         .collect();
     let order = [0usize, 0, 1, 0, 2, 1, 1, 0];
     let later = [2usize, 0, 0, 1];
+    // A receive of `len` octets into `mr`, with id `id`.
+    let recv = |p: &mut Pair, id: u64, mr: &MemoryRegion| {
+        p.b.qp
+            .post_recv(RecvWr {
+                wr_id: id,
+                local: sge(mr, 0, len as u32),
+            })
+            .unwrap();
+    };
     let dsts: Vec<_> = (0..order.len() + later.len())
         .map(|i| {
             let mr = reg(
@@ -1780,12 +1789,7 @@ fn sends_from_interleaved_regions_carry_their_own_octets() {
                 len,
                 Access::LOCAL_WRITE,
             );
-            p.b.qp
-                .post_recv(RecvWr {
-                    wr_id: i as u64,
-                    local: sge(&mr, 0, len as u32),
-                })
-                .unwrap();
+            recv(&mut p, i as u64, &mr);
             mr
         })
         .collect();
@@ -1827,12 +1831,7 @@ fn sends_from_interleaved_regions_carry_their_own_octets() {
     let remote = reg(&p.b, 0x900_0000, len, Access::REMOTE_READ);
     remote.write(0, &pattern(len, 99)).unwrap();
     let rx = reg(&p.b, 0x980_0000, len, Access::LOCAL_WRITE);
-    p.b.qp
-        .post_recv(RecvWr {
-            wr_id: 500,
-            local: sge(&rx, 0, len as u32),
-        })
-        .unwrap();
+    recv(&mut p, 500, &rx);
     send(&mut p, 100, 1);
     p.a.qp
         .post_send(SendWr {
@@ -1855,12 +1854,7 @@ fn sends_from_interleaved_regions_carry_their_own_octets() {
     );
     // The cached region (0) deregistered under a queued send: it fails.
     let rx2 = reg(&p.b, 0xa00_0000, len, Access::LOCAL_WRITE);
-    p.b.qp
-        .post_recv(RecvWr {
-            wr_id: 600,
-            local: sge(&rx2, 0, len as u32),
-        })
-        .unwrap();
+    recv(&mut p, 600, &rx2);
     send(&mut p, 200, 0);
     assert!(p.a.mrs.deregister(srcs[0].stag()));
     p.pump(MULPDU);

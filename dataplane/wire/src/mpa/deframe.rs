@@ -27,6 +27,7 @@ use super::fpdu::{
 use super::MpaErrorCode;
 use crate::crc;
 use fastpath::kernels;
+use fastpath::regmem::{AccessError, RegionMemory};
 
 /// Whether a delivered FPDU's CRC was checked.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -139,6 +140,31 @@ impl<'a> UlpduRuns<'a> {
         }
         let first = (MARKER_INTERVAL - pos % MARKER_INTERVAL) as usize;
         Some((self.wire, first.min(self.wire.len())))
+    }
+
+    /// Copies the ULPDU to region `mem` at `offset`: in one strided copy that skips the
+    /// markers when some lie inside it ([`UlpduRuns::strided`],
+    /// [`RegionMemory::write_strided`]), else from its runs; with `last_visible_last` its
+    /// final octet is stored last, with Release. The range is checked before anything is
+    /// written.
+    pub fn write_to(
+        &self,
+        mem: &RegionMemory,
+        offset: usize,
+        last_visible_last: bool,
+    ) -> Result<(), AccessError> {
+        match self.strided() {
+            Some((wire, first)) => mem.write_strided(
+                offset,
+                self.len,
+                wire,
+                first,
+                MARKER_INTERVAL as usize - MARKER_LEN,
+                MARKER_LEN,
+                last_visible_last,
+            ),
+            None => mem.write_gather(offset, self.len, self.runs(), last_visible_last),
+        }
     }
 
     /// The first run (empty for an empty ULPDU).

@@ -42,7 +42,7 @@ fn sum_le(data: &[u8]) -> u64 {
 }
 
 /// Folds a 64-bit one's complement sum to 16 bits.
-fn fold(mut s: u64) -> u16 {
+pub(crate) fn fold(mut s: u64) -> u16 {
     while s > 0xffff {
         s = (s & 0xffff) + (s >> 16);
     }
@@ -89,7 +89,7 @@ pub fn fill_ipv4_header(header: &mut [u8]) {
 }
 
 /// The sum of the IPv4 pseudo header of a TCP segment of `len` octets (RFC 9293 3.1).
-fn pseudo_header(src: Ipv4Address, dst: Ipv4Address, len: usize) -> u64 {
+pub(crate) fn pseudo_header(src: Ipv4Address, dst: Ipv4Address, len: usize) -> u64 {
     let be = |a: Ipv4Address| {
         let o = a.octets();
         u64::from(u16::from_be_bytes([o[0], o[1]])) + u64::from(u16::from_be_bytes([o[2], o[3]]))

@@ -15,6 +15,8 @@
 
 use smoltcp::wire::{Ipv4Address, TcpControl, TcpRepr, TcpSeqNumber, TcpTimestampRepr};
 
+use super::checksum::{fold, pseudo_header};
+
 /// Length of an IPv4 header without options.
 pub const IPV4_HEADER_LEN: usize = 20;
 /// Length of a TCP header without options.
@@ -32,14 +34,6 @@ const ACK: u16 = 0x10;
 const OPT_TSTAMP: u8 = 8;
 const OPT_TSTAMP_LEN: u8 = 10;
 const OPT_NOP: u8 = 1;
-
-/// Folds a 64-bit one's complement sum of big-endian 16-bit words to 16 bits.
-fn fold(mut s: u64) -> u16 {
-    while s > 0xffff {
-        s = (s & 0xffff) + (s >> 16);
-    }
-    s as u16
-}
 
 /// The sum of the two 16-bit halves of `v`.
 fn halves(v: u32) -> u64 {
@@ -156,13 +150,8 @@ pub fn emit_tcp_header(
     let off_flags = ((len / 4) as u16) << 12 | flags;
     let seq = repr.seq_number.0 as u32;
     let ack = repr.ack_number.map_or(0, |a| a.0 as u32);
-    let tcp_len = (len + payload_len) as u64;
     // The pseudo header (RFC 9293 3.1), the header's words, the payload's sum.
-    let mut sum = halves(addr(src))
-        + halves(addr(dst))
-        + u64::from(PROTO_TCP)
-        + (tcp_len & 0xffff)
-        + (tcp_len >> 16)
+    let mut sum = pseudo_header(src, dst, len + payload_len)
         + u64::from(repr.src_port)
         + u64::from(repr.dst_port)
         + halves(seq)
