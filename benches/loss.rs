@@ -6,7 +6,13 @@
 //! alternates), and takes their ratio; the figure is the median of the rounds' ratios (the machine's speed drifts
 //! from one minute to the next, and a ratio of neighbours is steadier than a ratio of
 //! medians). Target: at least 0.6. Beside it: what the sender did (retransmitted octets,
-//! fast retransmits, timeouts, spurious ones among them), from the lossy runs.
+//! fast retransmits, timeouts, spurious ones among them), from the lossy runs, and the
+//! figure Reno's response to loss allows at what the sender measured: Mathis et al.'s
+//! bound, (MSS / RTT) x sqrt(3 / (2 p)), with p the share of new segments that started a
+//! loss recovery, RTT the sender's mean RTT sample, and MSS the mean payload of a new
+//! segment. A lossy figure near that bound is congestion control doing what RFC 5681 says
+//! (halve the window on each loss, add a segment per round trip), not recovery wasting
+//! time; the share of the run spent in recovery is printed beside it.
 //!
 //! `cargo bench --bench loss`; `BENCH_QUICK=1` shrinks it to a smoke run.
 
@@ -67,6 +73,24 @@ fn main() {
             .alignment
             .map(|a| a.client)
             .expect("an embedded run reports its cores' alignment");
+        let moved = match &lossy.samples[0] {
+            Sample::Bw(b) => b.bytes * b.iterations,
+            other => panic!("not a bandwidth sample: {other:?}"),
+        };
+        let new_segments = a.new_whole + a.new_split;
+        let bound = match a.mean_rtt_us {
+            Some(rtt) if a.fast_retransmits > 0 && new_segments > 0 => {
+                let p = a.fast_retransmits as f64 / new_segments as f64;
+                let mss = moved as f64 / new_segments as f64;
+                let b = mss / (rtt * 1e-6) * (1.5 / p).sqrt() / f64::from(1 << 20);
+                format!(
+                    "{b:.0} MiB/s ({:.2} of the lossless figure; the lossy run made {:.2} of it)",
+                    b / c,
+                    l / b
+                )
+            }
+            _ => "none (no loss recovery)".into(),
+        };
         println!(
             "  round {round}: lossless {c:6.0} MiB/s, lossy {l:6.0} MiB/s: {:.2}  (lossy: {} \
              octets retransmitted, {} fast retransmits, {} timeouts of which {} spurious, {} \
@@ -78,6 +102,14 @@ fn main() {
             a.spurious_timeouts,
             a.lost_retransmissions
         );
+        println!(
+            "           Reno's bound at the lossy run's p = {:.3} %, mean RTT {:.1} us: {bound}; \
+             {:.0} % of the run in loss recovery",
+            100.0 * a.fast_retransmits as f64 / new_segments.max(1) as f64,
+            a.mean_rtt_us.unwrap_or(0.0),
+            100.0 * a.recovery_us as f64 / (secs * 1e6)
+        );
+
         ratios.push(l / c);
     }
     let r = median(ratios);

@@ -374,6 +374,24 @@ pub fn render(s: &Snapshot, port: &str) -> String {
         t.lost_retransmissions,
     );
     metric(
+        "tcp_recovery_microseconds_total",
+        c,
+        "Time the connections spent in loss recovery (fast or SACK recovery).",
+        t.recovery_us,
+    );
+    metric(
+        "tcp_rtt_samples_total",
+        c,
+        "RTT measurements taken (RFC 6298).",
+        t.rtt_samples,
+    );
+    metric(
+        "tcp_rtt_microseconds_total",
+        c,
+        "Sum of the RTT measurements (divided by tcp_rtt_samples_total: the mean RTT).",
+        t.rtt_sum_us,
+    );
+    metric(
         "core_longest_poll_gap_microseconds",
         g,
         "The longest time between two polls of the core (a thread that did not run).",
@@ -560,6 +578,9 @@ mod tests {
         s.core.recovery_bursts = 9;
         s.core.window_steps = 11;
         s.tcp.longest_poll_gap_us = 1234;
+        s.tcp.recovery_us = 56;
+        s.tcp.rtt_samples = 4;
+        s.tcp.rtt_sum_us = 78;
         m.publish(s);
         let r = scrape(addr, "GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n");
         assert!(r.starts_with("HTTP/1.1 200 OK\r\n"), "{r}");
@@ -584,6 +605,9 @@ mod tests {
         assert_eq!(samples["iwarp_core_recovery_bursts_total"], 9);
         assert_eq!(samples["iwarp_core_window_steps_total"], 11);
         assert_eq!(samples["iwarp_core_longest_poll_gap_microseconds"], 1234);
+        assert_eq!(samples["iwarp_tcp_recovery_microseconds_total"], 56);
+        assert_eq!(samples["iwarp_tcp_rtt_samples_total"], 4);
+        assert_eq!(samples["iwarp_tcp_rtt_microseconds_total"], 78);
         assert!(body.contains("# TYPE iwarp_core_longest_poll_gap_microseconds gauge"));
         assert!(samples.len() > 40);
         let r = scrape(addr, "GET / HTTP/1.1\r\n\r\n");

@@ -687,6 +687,16 @@ pub struct Segments {
     /// and sent again before the RTO; absent from reports written before they were.
     #[serde(default)]
     pub lost_retransmissions: u64,
+    /// Microseconds this end's TCP spent in loss recovery (fast or SACK recovery, from the
+    /// loss found to the ACK reaching the recovery point); absent from reports written
+    /// before it was measured.
+    #[serde(default)]
+    pub recovery_us: u64,
+    /// The mean round trip this end's TCP measured (RFC 6298 samples, queueing in its
+    /// own window included), microseconds; absent when it took no measurement, and from
+    /// reports written before it was measured.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mean_rtt_us: Option<f64>,
     /// Frames of several segments handed to a device that cut them (transmit
     /// segmentation offload); absent from reports written before TSO.
     #[serde(default)]
@@ -1012,6 +1022,18 @@ pub fn to_text(report: &Report) -> String {
                 .is_some_and(|s| s.retransmitted_octets > 0);
         if let Some(s) = a.server.as_ref().filter(|s| s.retransmitted_octets > 0) {
             let _ = write!(out, ", server {}", s.retransmitted_octets);
+        }
+        if c.fast_retransmits > 0 {
+            // What a loss cost the sender: recoveries, and how long it spent in them.
+            let _ = write!(
+                out,
+                "; {} loss recoveries, {:.1} ms in them",
+                c.fast_retransmits,
+                c.recovery_us as f64 / 1000.0
+            );
+        }
+        if let Some(rtt) = c.mean_rtt_us {
+            let _ = write!(out, "; mean RTT {rtt:.1} us");
         }
         if retransmitted && (c.longest_poll_gap_us > 0 || server_gap > 0) {
             let _ = write!(

@@ -173,6 +173,22 @@ fn faults_verify_and_post_lists() {
         c["tail_loss_probe_repairs"].as_u64().unwrap() <= c["tail_loss_probes"].as_u64().unwrap(),
         "{c}"
     );
+    // Loss recoveries took time, and the sender measured round trips of the link.
+    if c["fast_retransmits"].as_u64().unwrap() > 0 {
+        assert!(c["recovery_us"].as_u64().unwrap() > 0, "{c}");
+    }
+    assert!(c["mean_rtt_us"].as_f64().unwrap() > 0.0, "{c}");
+    // And the text report says so.
+    let mut args = vec!["bench", "write-bw", "-n", "300", "-s", "8192"];
+    args.extend(FAULTS);
+    args.extend(["--seed", "9"]);
+    let o = iwarp(&args);
+    assert!(o.status.success(), "{}", text(&o));
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        out.contains(" loss recoveries, ") && out.contains(" ms in them; mean RTT "),
+        "{out}"
+    );
     // Small messages: many FPDUs share each TCP record, and each record is still sent,
     // lost, resent and placed whole.
     for (test, markers) in [("send-bw", false), ("write-bw", true), ("read-bw", false)] {

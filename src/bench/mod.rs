@@ -554,6 +554,8 @@ fn segments(a: &AlignmentStats) -> Segments {
         tail_loss_probes: a.tail_loss_probes,
         tail_loss_probe_repairs: a.tail_loss_probe_repairs,
         lost_retransmissions: a.lost_retransmissions,
+        recovery_us: a.recovery_us,
+        mean_rtt_us: a.mean_rtt_us(),
         tso_frames: a.tso_frames,
         tso_segments: a.tso_segments,
         longest_poll_gap_us: a.longest_poll_gap_us,

@@ -254,6 +254,12 @@ pub struct AlignmentStats {
     pub dsack_octets: u64,
     /// Retransmissions found lost in SACK recovery and sent again before the RTO.
     pub lost_retransmissions: u64,
+    /// Microseconds the connections spent in loss recovery ([`tcp::Stats::recovery_us`]).
+    pub recovery_us: u64,
+    /// RTT measurements taken ([`tcp::Stats::rtt_samples`]).
+    pub rtt_samples: u64,
+    /// Their sum, microseconds.
+    pub rtt_sum_us: u64,
     /// Frames of several segments the port's device cut (transmit segmentation offload).
     pub tso_frames: u64,
     /// Segments those frames were cut into.
@@ -282,6 +288,9 @@ impl AlignmentStats {
         self.tail_loss_probes += o.tail_loss_probes;
         self.tail_loss_probe_repairs += o.tail_loss_probe_repairs;
         self.lost_retransmissions += o.lost_retransmissions;
+        self.recovery_us += o.recovery_us;
+        self.rtt_samples += o.rtt_samples;
+        self.rtt_sum_us = self.rtt_sum_us.saturating_add(o.rtt_sum_us);
         self.tso_frames += o.tso_frames;
         self.tso_segments += o.tso_segments;
         self.longest_poll_gap_us = self.longest_poll_gap_us.max(o.longest_poll_gap_us);
@@ -300,6 +309,14 @@ impl AlignmentStats {
         self.tail_loss_probes += s.tail_loss_probes;
         self.tail_loss_probe_repairs += s.tail_loss_probe_repairs;
         self.lost_retransmissions += s.lost_retransmissions;
+        self.recovery_us += s.recovery_us;
+        self.rtt_samples += s.rtt_samples;
+        self.rtt_sum_us = self.rtt_sum_us.saturating_add(s.rtt_sum_us);
+    }
+
+    /// The mean of the RTT measurements, microseconds (`None` without any).
+    pub fn mean_rtt_us(&self) -> Option<f64> {
+        (self.rtt_samples > 0).then(|| self.rtt_sum_us as f64 / self.rtt_samples as f64)
     }
 
     /// Share of new-data segments that held whole FPDUs (1.0 when there were none).

@@ -396,6 +396,17 @@ pub struct Stats {
     /// path. A D-SACK that comes again in an ACK the path duplicated (the same block,
     /// cumulative ACK and TSval, with timestamps on) is counted once.
     pub dsack_octets: u64,
+    /// Microseconds spent in loss recovery (fast recovery, RFC 6582, or SACK recovery,
+    /// RFC 6675), summed over the recoveries that ended (at the ACK reaching the recovery
+    /// point, or at a retransmission timeout). With `fast_retransmits` (the recoveries
+    /// entered) it tells how long a loss held the sender at the reduced window.
+    pub recovery_us: u64,
+    /// RTT measurements taken (RFC 6298, Karn's rule: one timed segment at a time, none
+    /// from a retransmission).
+    pub rtt_samples: u64,
+    /// Their sum, microseconds: `rtt_sum_us / rtt_samples` is the mean round trip the
+    /// sender saw, queueing in its own window included.
+    pub rtt_sum_us: u64,
 }
 
 /// The RST to answer a segment that belongs to no connection (RFC 9293 section 3.10.7.1,

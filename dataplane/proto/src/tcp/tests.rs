@@ -786,6 +786,56 @@ fn recovering_from_loss_spans_the_hole_at_both_ends() {
     assert!(p.run_until(8 * srtt, |p| !p.a().recovering_from_loss()));
 }
 
+/// The sender counts the time it spends in loss recovery (`Stats::recovery_us`: from the
+/// loss found to the ACK reaching the recovery point) and its RTT measurements
+/// (`rtt_samples`, `rtt_sum_us`); a clean exchange spends none in recovery.
+#[test]
+fn recovery_time_and_rtt_samples_are_counted() {
+    let run = |lose: bool| {
+        let mut p = established(25);
+        let before = p.a().stats().clone();
+        if lose {
+            drop_data_segments(&mut p, &[3]);
+        }
+        let d = records(&mut p, Side::A, &[1448; 10]);
+        let (mut entered, mut left) = (None, None);
+        assert!(p.run_until(1_000_000, |p| {
+            let now = p.now;
+            let recovering = p.a().recovering_from_loss();
+            if recovering && entered.is_none() {
+                entered = Some(now);
+            }
+            if !recovering && entered.is_some() && left.is_none() {
+                left = Some(now);
+            }
+            p.rx_b.len() == d.len() && !recovering && p.a().in_flight() == 0
+        }));
+        assert_eq!(p.rx_b, d);
+        let st = p.a().stats().clone();
+        (p, before, st, entered.zip(left))
+    };
+    let (_, before, st, span) = run(false);
+    assert_eq!((st.recovery_us, st.fast_retransmits, span), (0, 0, None));
+    assert!(st.rtt_samples > before.rtt_samples, "{st:?}");
+    let (p, before, st, span) = run(true);
+    let (entered, left) = span.expect("the loss started a recovery, which ended");
+    assert_eq!((st.fast_retransmits, st.timeouts), (1, 0), "{st:?}");
+    assert_eq!(st.recovery_us, left - entered, "{st:?}");
+    assert!(
+        st.recovery_us >= 2 * p.delay,
+        "at least the resend's round trip: {st:?}"
+    );
+    // Each sample is a round trip of the link (two one-way delays), at most a delayed
+    // ACK more.
+    let n = st.rtt_samples - before.rtt_samples;
+    let mean = (st.rtt_sum_us - before.rtt_sum_us) / n.max(1);
+    assert!(n > 0, "{st:?}");
+    assert!(
+        (2 * p.delay..=2 * p.delay + 100).contains(&mean),
+        "mean RTT {mean} us over {n} samples"
+    );
+}
+
 /// A hole that is never filled stops counting as recovery once it is older than twice
 /// the receiver's RTO, though the data past it is still held (a peer must not keep a core
 /// in the finer receive of a recovery at will).

@@ -66,7 +66,7 @@ impl Connection {
             }
             if let Some((end, sent)) = self.rtt_timed {
                 if ack_off >= end {
-                    self.rtt.sample(self.now.saturating_sub(sent));
+                    self.rtt_sample(self.now.saturating_sub(sent));
                     self.rtt_timed = None;
                 }
             }
@@ -87,7 +87,7 @@ impl Connection {
                         let flight = self.snd_max - self.snd_una;
                         self.win.cwnd = self.win.ssthresh.min(flight.max(smss) + smss);
                     }
-                    self.in_recovery = false;
+                    self.leave_recovery();
                     self.dupacks = 0;
                     self.fast_rtx_pending = false;
                     self.pipe = 0;
@@ -133,7 +133,7 @@ impl Connection {
                 self.cc.on_loss(&mut self.win, flight, smss);
                 self.recover = self.snd_max;
                 self.win.cwnd = self.win.ssthresh + 3 * smss;
-                self.in_recovery = true;
+                self.enter_recovery();
                 self.rtt.loss_detected();
                 self.fast_rtx_pending = true;
                 self.rtt_timed = None;
@@ -179,7 +179,7 @@ impl Connection {
                 let flight = self.snd_max - self.snd_una;
                 self.recover = self.snd_max;
                 self.cc.on_loss(&mut self.win, flight, smss);
-                self.in_recovery = true;
+                self.enter_recovery();
                 self.rtt.loss_detected();
                 self.sendq.clear_rtx();
                 self.fast_rtx_pending = true;

@@ -118,7 +118,7 @@ impl Connection {
             self.snd_una = ack_off;
             if let Some((end, sent)) = self.rtt_timed.take() {
                 if ack_off >= end {
-                    self.rtt.sample(self.now.saturating_sub(sent));
+                    self.rtt_sample(self.now.saturating_sub(sent));
                 }
             }
             self.rtx_deadline = None;
@@ -258,7 +258,7 @@ impl Connection {
                 }
                 if let Some((end, sent)) = self.rtt_timed.take() {
                     if self.snd_una >= end {
-                        self.rtt.sample(self.now.saturating_sub(sent));
+                        self.rtt_sample(self.now.saturating_sub(sent));
                     }
                 }
                 self.rtx_deadline = None;

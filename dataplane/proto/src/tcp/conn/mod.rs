@@ -208,6 +208,8 @@ pub struct Connection {
     cc: Box<dyn CongestionControl>,
     dupacks: u32,
     in_recovery: bool,
+    /// When the current loss recovery began ([`Stats::recovery_us`]).
+    recovery_since: u64,
     recover: u64,
     fast_rtx_pending: bool,
     /// RFC 6675 `pipe` during SACK-based loss recovery, octets.
@@ -317,6 +319,7 @@ impl Connection {
             dupacks: 0,
             in_recovery: false,
             recover: 0,
+            recovery_since: 0,
             fast_rtx_pending: false,
             pipe: 0,
             rto_undo: None,
@@ -480,6 +483,27 @@ impl Connection {
             || self
                 .ooo_held_since
                 .is_some_and(|t| self.now.saturating_sub(t) < 2 * self.rtt.rto())
+    }
+
+    /// Enters loss recovery now.
+    fn enter_recovery(&mut self) {
+        self.in_recovery = true;
+        self.recovery_since = self.now;
+    }
+
+    /// Leaves loss recovery (if in it) now, counting its time in [`Stats::recovery_us`].
+    fn leave_recovery(&mut self) {
+        if self.in_recovery {
+            self.in_recovery = false;
+            self.stats.recovery_us += self.now.saturating_sub(self.recovery_since);
+        }
+    }
+
+    /// Takes one RTT measurement (RFC 6298), counted in [`Stats::rtt_samples`].
+    fn rtt_sample(&mut self, rtt_us: u64) {
+        self.rtt.sample(rtt_us);
+        self.stats.rtt_samples += 1;
+        self.stats.rtt_sum_us = self.stats.rtt_sum_us.saturating_add(rtt_us);
     }
 
     /// cwnd in octets (RFC 5681).

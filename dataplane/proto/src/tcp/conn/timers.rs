@@ -91,7 +91,7 @@ impl Connection {
             let smss = self.emss as u64;
             let flight = self.snd_max - self.snd_una;
             self.cc.on_timeout(&mut self.win, flight, smss);
-            self.in_recovery = false;
+            self.leave_recovery();
             self.fast_rtx_pending = false;
             self.recover = self.snd_max;
             self.dupacks = 0;
