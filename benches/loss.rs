@@ -9,8 +9,9 @@
 //! fast retransmits, timeouts, spurious ones among them), from the lossy runs, and the
 //! figure Reno's response to loss allows at what the sender measured: Mathis et al.'s
 //! bound, (MSS / RTT) x sqrt(3 / (2 p)), with p the share of new segments that started a
-//! loss recovery, RTT the sender's mean RTT sample, and MSS the mean payload of a new
-//! segment. A lossy figure near that bound is congestion control doing what RFC 5681 says
+//! loss recovery (timeouts and tail loss probes' repairs, which also cut the window, are
+//! not counted: a few per thousand recoveries), RTT the sender's mean RTT sample, and MSS
+//! the user octets moved per new segment. A lossy figure near that bound is congestion control doing what RFC 5681 says
 //! (halve the window on each loss, add a segment per round trip), not recovery wasting
 //! time; the share of the run spent in recovery is printed beside it.
 //!
@@ -104,7 +105,7 @@ fn main() {
         );
         println!(
             "           Reno's bound at the lossy run's p = {:.3} %, mean RTT {:.1} us: {bound}; \
-             {:.0} % of the run in loss recovery",
+             {:.0} % of the run's nominal length in loss recovery",
             100.0 * a.fast_retransmits as f64 / new_segments.max(1) as f64,
             a.mean_rtt_us.unwrap_or(0.0),
             100.0 * a.recovery_us as f64 / (secs * 1e6)

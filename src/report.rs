@@ -688,8 +688,8 @@ pub struct Segments {
     #[serde(default)]
     pub lost_retransmissions: u64,
     /// Microseconds this end's TCP spent in loss recovery (fast or SACK recovery, from the
-    /// loss found to the ACK reaching the recovery point); absent from reports written
-    /// before it was measured.
+    /// loss found to the ACK reaching the recovery point, a timeout or the close); absent
+    /// from reports written before it was measured.
     #[serde(default)]
     pub recovery_us: u64,
     /// The mean round trip this end's TCP measured (RFC 6298 samples, queueing in its
@@ -916,6 +916,28 @@ pub fn lat_line(s: &LatSample) -> String {
     ))
 }
 
+/// "; N loss recoveries, X ms in them" for one end with recoveries (nothing without).
+fn write_recoveries(out: &mut String, who: &str, s: &Segments) {
+    if s.fast_retransmits > 0 {
+        let _ = write!(
+            out,
+            "; {who}{} loss {}, {:.1} ms in {}",
+            s.fast_retransmits,
+            if s.fast_retransmits == 1 {
+                "recovery"
+            } else {
+                "recoveries"
+            },
+            s.recovery_us as f64 / 1000.0,
+            if s.fast_retransmits == 1 {
+                "it"
+            } else {
+                "them"
+            },
+        );
+    }
+}
+
 /// The whole report as text: for each run of same-kind samples, its header (banner and
 /// columns; the banner only once), its lines and a closing separator.
 pub fn to_text(report: &Report) -> String {
@@ -1023,17 +1045,17 @@ pub fn to_text(report: &Report) -> String {
         if let Some(s) = a.server.as_ref().filter(|s| s.retransmitted_octets > 0) {
             let _ = write!(out, ", server {}", s.retransmitted_octets);
         }
-        if c.fast_retransmits > 0 {
-            // What a loss cost the sender: recoveries, and how long it spent in them.
-            let _ = write!(
-                out,
-                "; {} loss recoveries, {:.1} ms in them",
-                c.fast_retransmits,
-                c.recovery_us as f64 / 1000.0
-            );
-        }
+        // What loss cost each sender: its recoveries and the time in them, and the round
+        // trip it measured (the server's when it had recoveries: read-bw's data).
+        write_recoveries(&mut out, "", c);
         if let Some(rtt) = c.mean_rtt_us {
             let _ = write!(out, "; mean RTT {rtt:.1} us");
+        }
+        if let Some(s) = a.server.as_ref().filter(|s| s.fast_retransmits > 0) {
+            write_recoveries(&mut out, "server ", s);
+            if let Some(rtt) = s.mean_rtt_us {
+                let _ = write!(out, ", its mean RTT {rtt:.1} us");
+            }
         }
         if retransmitted && (c.longest_poll_gap_us > 0 || server_gap > 0) {
             let _ = write!(

@@ -256,6 +256,85 @@ fn segment_line_tells_needless_retransmissions() {
     assert!(t.contains("(2856 retransmitted octets), server new"), "{t}");
 }
 
+/// The alignment line tells what loss cost each sender: its recoveries, the time in them,
+/// and its mean RTT (the server's only when it had recoveries: read-bw's data).
+#[test]
+fn segment_line_tells_loss_recoveries_and_rtt() {
+    let mut r = Report {
+        test: "RDMA_Write".into(),
+        params: params(),
+        samples: vec![Sample::Bw(bw(65536, 1000, 62.5, 62.5, 0.001))],
+        verify: None,
+        alignment: Some(Alignment {
+            client: Segments {
+                new_whole: 100,
+                new_whole_ratio: 1.0,
+                rtx_whole_ratio: 1.0,
+                mean_rtt_us: Some(42.04),
+                ..Segments::default()
+            },
+            server: None,
+        }),
+        thresholds: None,
+        intervals: Vec::new(),
+        per_qp: Vec::new(),
+        schema: REPORT_SCHEMA,
+    };
+    let t = to_text(&r);
+    assert!(
+        t.contains("(0 retransmitted octets; mean RTT 42.0 us)\n"),
+        "{t}"
+    );
+    let c = &mut r.alignment.as_mut().unwrap().client;
+    c.retransmitted_octets = 2896;
+    c.fast_retransmits = 1;
+    c.recovery_us = 240;
+    let t = to_text(&r);
+    assert!(
+        t.contains(
+            "(2896 retransmitted octets; 1 loss recovery, 0.2 ms in it; mean RTT 42.0 us)\n"
+        ),
+        "{t}"
+    );
+    let c = &mut r.alignment.as_mut().unwrap().client;
+    c.fast_retransmits = 3;
+    c.recovery_us = 1500;
+    r.alignment.as_mut().unwrap().server = Some(Segments {
+        new_whole_ratio: 1.0,
+        rtx_whole_ratio: 1.0,
+        mean_rtt_us: Some(7.5),
+        ..Segments::default()
+    });
+    let t = to_text(&r);
+    assert!(
+        t.contains(
+            "(2896 retransmitted octets; 3 loss recoveries, 1.5 ms in them; mean RTT 42.0 \
+             us), server new 1.0000\n"
+        ),
+        "{t}"
+    );
+    let s = r.alignment.as_mut().unwrap().server.as_mut().unwrap();
+    s.fast_retransmits = 2;
+    s.recovery_us = 40_000;
+    let t = to_text(&r);
+    assert!(
+        t.contains(
+            "mean RTT 42.0 us; server 2 loss recoveries, 40.0 ms in them, its mean RTT 7.5 \
+             us), server new"
+        ),
+        "{t}"
+    );
+    // A report from before they were measured: nothing.
+    let al = r.alignment.as_mut().unwrap();
+    al.client = Segments {
+        retransmitted_octets: 2896,
+        ..Segments::default()
+    };
+    al.server = None;
+    let t = to_text(&r);
+    assert!(t.contains("(2896 retransmitted octets)\n"), "{t}");
+}
+
 #[test]
 fn json_round_trip() {
     let r = Report {

@@ -791,8 +791,9 @@ fn recovering_from_loss_spans_the_hole_at_both_ends() {
 /// (`rtt_samples`, `rtt_sum_us`); a clean exchange spends none in recovery.
 #[test]
 fn recovery_time_and_rtt_samples_are_counted() {
-    let run = |lose: bool| {
-        let mut p = established(25);
+    let run = |lose: bool, cfg: Config| {
+        let mut p = Pair::active_passive(25, cfg.clone(), cfg);
+        assert!(p.established());
         let before = p.a().stats().clone();
         if lose {
             drop_data_segments(&mut p, &[3]);
@@ -814,26 +815,62 @@ fn recovery_time_and_rtt_samples_are_counted() {
         let st = p.a().stats().clone();
         (p, before, st, entered.zip(left))
     };
-    let (_, before, st, span) = run(false);
-    assert_eq!((st.recovery_us, st.fast_retransmits, span), (0, 0, None));
-    assert!(st.rtt_samples > before.rtt_samples, "{st:?}");
-    let (p, before, st, span) = run(true);
-    let (entered, left) = span.expect("the loss started a recovery, which ended");
-    assert_eq!((st.fast_retransmits, st.timeouts), (1, 0), "{st:?}");
-    assert_eq!(st.recovery_us, left - entered, "{st:?}");
+    for cfg in [fast_config(), no_sack()] {
+        let sack = cfg.sack;
+        let (_, before, st, span) = run(false, cfg.clone());
+        assert_eq!((st.recovery_us, st.fast_retransmits, span), (0, 0, None));
+        assert!(st.rtt_samples > before.rtt_samples, "{st:?}");
+        let (mut p, before, st, span) = run(true, cfg);
+        assert_eq!(p.a().sack(), sack);
+        let (entered, left) = span.expect("the loss started a recovery, which ended");
+        assert_eq!((st.fast_retransmits, st.timeouts), (1, 0), "{st:?}");
+        assert_eq!(st.recovery_us, left - entered, "sack {sack}: {st:?}");
+        assert!(
+            st.recovery_us >= 2 * p.delay,
+            "at least the resend's round trip: {st:?}"
+        );
+        // Each sample is a round trip of the link (two one-way delays), at most a delayed
+        // ACK more.
+        let n = st.rtt_samples - before.rtt_samples;
+        assert!(n > 0, "{st:?}");
+        let mean = (st.rtt_sum_us - before.rtt_sum_us) / n;
+        assert!(
+            (2 * p.delay..=2 * p.delay + 100).contains(&mean),
+            "mean RTT {mean} us over {n} samples"
+        );
+    }
+    // A recovery that a timeout ends counts until the timeout; one that the close cuts
+    // short, until the close.
+    let cfg = Config {
+        sack: false,
+        ..no_tlp()
+    };
+    let mut p = Pair::active_passive(26, cfg.clone(), cfg);
+    assert!(p.established());
+    // The fast retransmission is lost too: without SACK only the timeout repairs it.
+    drop_segment_transmissions(&mut p, 3, 2);
+    let d = records(&mut p, Side::A, &[1448; 10]);
+    assert!(p.run_until(1_000_000, |p| p.rx_b.len() == d.len()
+        && p.a().in_flight() == 0));
+    let st = p.a().stats().clone();
+    assert!(st.timeouts >= 1 && st.fast_retransmits >= 1, "{st:?}");
     assert!(
-        st.recovery_us >= 2 * p.delay,
-        "at least the resend's round trip: {st:?}"
+        st.recovery_us > 0 && !p.a().recovering_from_loss(),
+        "{st:?}"
     );
-    // Each sample is a round trip of the link (two one-way delays), at most a delayed
-    // ACK more.
-    let n = st.rtt_samples - before.rtt_samples;
-    let mean = (st.rtt_sum_us - before.rtt_sum_us) / n.max(1);
-    assert!(n > 0, "{st:?}");
-    assert!(
-        (2 * p.delay..=2 * p.delay + 100).contains(&mean),
-        "mean RTT {mean} us over {n} samples"
-    );
+    let mut p = established(27);
+    drop_segment_transmissions(&mut p, 3, usize::MAX);
+    let _ = records(&mut p, Side::A, &[1448; 10]);
+    assert!(p.run_until(1_000_000, |p| p.a().recovering_from_loss()));
+    let since = p.now;
+    // A's clock moves 30 µs on (a transmit poll then, allowed to send nothing), and it
+    // aborts in recovery.
+    let later = smoltcp::time::Instant::from_micros((since + 30) as i64);
+    p.a().poll_transmit_records(later, 0, false, |_, _, _| {});
+    assert!(p.a().recovering_from_loss() && p.a().stats().recovery_us == 0);
+    p.a().abort();
+    let st = p.a().stats().clone();
+    assert_eq!(st.recovery_us, 30, "{st:?}");
 }
 
 /// A hole that is never filled stops counting as recovery once it is older than twice

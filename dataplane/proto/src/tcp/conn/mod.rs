@@ -796,6 +796,8 @@ impl Connection {
     }
 
     fn enter_closed(&mut self, ev: Option<Event>) {
+        // A recovery cut short by the close ends here (its time counted).
+        self.leave_recovery();
         if let Some(e) = ev {
             self.events.push_back(e);
         }
