@@ -232,6 +232,37 @@ fn capacity_backpressure() {
     assert_eq!(a.tx_room(), 8);
 }
 
+/// Frames a delayed wire's receiver holds back (taken off the ring, not yet due) still
+/// count against the sender's room until they are received; without delay or faults the
+/// ring alone tells the room (`capacity_backpressure`).
+#[test]
+fn held_frames_count_against_the_room() {
+    let delay = Duration::from_millis(100);
+    let (mut a, mut b) = link(
+        WireConfig::default().with_capacity(4).with_delay(delay),
+        WireConfig::default(),
+    );
+    let sent = Instant::now();
+    for i in 0..4 {
+        assert!(send(&mut a, &numbered(i)));
+    }
+    a.flush();
+    let mut n = 0;
+    b.rx_burst(4, &mut |_: &[u8]| n += 1);
+    if sent.elapsed() < delay {
+        assert_eq!(n, 0, "none due yet");
+        assert_eq!(
+            (a.tx_room(), b.rx_pending()),
+            (0, 4),
+            "held, still in flight"
+        );
+    }
+    std::thread::sleep(delay);
+    let got: Vec<u64> = drain(&mut b).iter().map(|f| number(f)).collect();
+    assert_eq!(got, (0..4).collect::<Vec<_>>());
+    assert_eq!((a.tx_room(), b.rx_pending()), (4, 0));
+}
+
 #[test]
 fn validation() {
     assert!(WireConfig::default().validate().is_ok());
