@@ -263,6 +263,76 @@ fn held_frames_count_against_the_room() {
     assert_eq!((a.tx_room(), b.rx_pending()), (4, 0));
 }
 
+/// Frame buffers a sender writes again: with the receiving port on another thread, only
+/// once about `FAR_REUSE_OCTETS` of newer frames have been read behind them (so their
+/// lines have left the other core's caches); with both ports on one thread, the ones
+/// just read. Every frame still arrives whole and in order either way.
+#[test]
+fn buffers_come_back_late_from_another_thread_and_at_once_from_this_one() {
+    const FRAMES: u64 = 4000;
+    let len = 1514;
+    let far_buffers = FAR_REUSE_OCTETS / len;
+    // Sends FRAMES frames one at a time, each received before the next is sent, by `b`
+    // on this thread or on another; the distinct buffers the sender wrote.
+    let run = |other_thread: bool| {
+        let (mut a, b) = link(WireConfig::default(), WireConfig::default());
+        let (to_rx, rx_go) = std::sync::mpsc::channel::<bool>();
+        let (to_tx, tx_go) = std::sync::mpsc::channel::<Vec<u8>>();
+        let receive = move |b: &mut MemPort| {
+            let mut got = Vec::new();
+            while got.is_empty() {
+                b.rx_burst(1, &mut |f: &[u8]| got = f.to_vec());
+            }
+            got
+        };
+        let mut b_here = None;
+        let rx = if other_thread {
+            Some(std::thread::spawn(move || {
+                let mut b = b;
+                while rx_go.recv() == Ok(true) {
+                    to_tx.send(receive(&mut b)).unwrap();
+                }
+            }))
+        } else {
+            b_here = Some(b);
+            None
+        };
+        let mut buffers = std::collections::HashSet::new();
+        for i in 0..FRAMES {
+            let mut frame = numbered(i);
+            frame.resize(len, i as u8);
+            assert!(a.tx(len, &mut |buf: &mut [u8]| {
+                buffers.insert(buf.as_ptr() as usize);
+                buf.copy_from_slice(&frame);
+            }));
+            a.flush();
+            let got = match &mut b_here {
+                Some(b) => receive(b),
+                None => {
+                    to_rx.send(true).unwrap();
+                    tx_go.recv().unwrap()
+                }
+            };
+            assert_eq!(got, frame, "frame {i}");
+        }
+        let _ = to_rx.send(false);
+        if let Some(h) = rx {
+            h.join().unwrap();
+        }
+        buffers.len()
+    };
+    let here = run(false);
+    assert!(
+        here <= SPARE_MAX + BUFFER_BURST,
+        "{here} buffers on one thread"
+    );
+    let far = run(true);
+    assert!(
+        (far_buffers..=far_buffers + SPARE_MAX + BUFFER_BURST).contains(&far),
+        "{far} buffers with the receiver on another thread (want about {far_buffers})"
+    );
+}
+
 #[test]
 fn validation() {
     assert!(WireConfig::default().validate().is_ok());
