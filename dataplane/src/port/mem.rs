@@ -25,8 +25,10 @@
 //! Delivery times come from [`std::time::Instant::now`] (this is the I/O edge). With zero
 //! `delay` and no reordering a frame is receivable as soon as it is flushed; otherwise the
 //! receiving end keeps frames that are not yet due in a small local heap. Fault-free,
-//! zero-delay frames never touch the clock, the heap or the allocator: frame buffers are
-//! recycled from the receiver back to the sender through a second ring, in bursts.
+//! zero-delay frames never touch the clock or the heap, and in a steady flow not the
+//! allocator: frame buffers are recycled from the receiver back to the sender through a
+//! second ring, in bursts (with the receiver on another thread, once the sender has made
+//! enough to leave [`FAR_REUSE_OCTETS`] of them waiting there).
 //!
 //! # Capacity
 //!
@@ -84,7 +86,10 @@ const SPARE_MAX: usize = 2 * BUFFER_BURST;
 /// alternated rounds): +11-17 % at MTU 9000 and +8-11 % at 1500 against taking the
 /// newest buffers back (those the other core read last); 2, 3 and 4.5 MiB did alike.
 /// With both ports on one thread it only pushed the buffers out of that thread's caches
-/// (one-thread write-bw at MTU 9000 fell by 15 %), so it is left off there.
+/// (one-thread write-bw at MTU 9000 fell by 15 %), so it is left off there. At most half
+/// the wire's capacity in frames ([`MemPort::far_reuse_frames`]): the return ring holds
+/// no more than the capacity, and a threshold it cannot reach would make a new buffer
+/// for every frame.
 const FAR_REUSE_OCTETS: usize = 3 << 20;
 
 /// A small number per thread, for the ports of a wire to tell whether they run on one
@@ -98,7 +103,8 @@ fn thread_tag() -> u64 {
 }
 
 /// Spare buffers a faulty wire wants at hand before a frame's faults are applied (for
-/// its copies and the pieces it is cut into).
+/// its copies and the pieces it is cut into; with the receiver on another thread, none
+/// until [`FAR_REUSE_OCTETS`] wait in the return ring, and the copies are made anew).
 const FAULT_SPARES: usize = 8;
 
 /// One direction of a simulated wire: what happens to frames sent by one port.
@@ -778,18 +784,26 @@ impl MemPort {
         }
     }
 
+    /// Frame buffers that must wait in the return ring before any is taken back, with the
+    /// receiver on another thread ([`FAR_REUSE_OCTETS`], at most half the capacity).
+    fn far_reuse_frames(&self) -> usize {
+        (FAR_REUSE_OCTETS / (self.cfg.mtu + ETHERNET_HEADER_LEN)).min(self.cfg.capacity / 2)
+    }
+
     /// Takes up to [`BUFFER_BURST`] of this port's buffers back from the receiver, in one
-    /// burst.
+    /// burst (with the receiver on another thread, only once
+    /// [`MemPort::far_reuse_frames`] wait there).
     fn refill_spare(&mut self) {
+        let far_frames = self.far_reuse_frames();
         let want = SPARE_MAX.saturating_sub(self.spare.len()).min(BUFFER_BURST);
         let spare = &mut self.spare;
         match &mut self.own {
             Some(o) => {
                 // With the receiver on another thread, the oldest buffers come back
                 // only once enough newer ones wait behind them (meanwhile new buffers
-                // are made: at most FAR_REUSE_OCTETS more per direction).
+                // are made: at most `far_frames` more per direction).
                 if self.link[self.out].receiver_far.load(Ordering::Relaxed)
-                    && o.spares.slots() < FAR_REUSE_OCTETS / (self.cfg.mtu + ETHERNET_HEADER_LEN)
+                    && o.spares.slots() < far_frames
                 {
                     return;
                 }
