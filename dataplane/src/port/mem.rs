@@ -28,7 +28,7 @@
 //! zero-delay frames never touch the clock or the heap, and in a steady flow not the
 //! allocator: frame buffers are recycled from the receiver back to the sender through a
 //! second ring, in bursts (with the receiver on another thread, once the sender has made
-//! enough to leave [`FAR_REUSE_OCTETS`] of them waiting there).
+//! enough to leave 3 MiB of them waiting there).
 //!
 //! # Capacity
 //!
