@@ -173,34 +173,39 @@ fn whole_report_text() {
     assert_eq!(to_text(&empty), "");
 }
 
-/// The segment line says how many retransmitted octets the server reported receiving
-/// twice (D-SACK), and only when it reported any; with retransmissions, the longest gap
-/// between polls of each core (what explains them on a lossless link).
-#[test]
-fn segment_line_tells_needless_retransmissions() {
-    let mut r = Report {
+/// A one-sample write-bw report whose alignment line shows `client`'s segments.
+fn report_with_client(client: Segments) -> Report {
+    Report {
         test: "RDMA_Write".into(),
         params: params(),
         samples: vec![Sample::Bw(bw(65536, 1000, 62.5, 62.5, 0.001))],
         verify: None,
         alignment: Some(Alignment {
-            client: Segments {
-                new_whole: 100,
-                new_whole_ratio: 1.0,
-                rtx_whole: 2,
-                rtx_whole_ratio: 1.0,
-                retransmitted_octets: 2856,
-                dsack_octets: 1428,
-                longest_poll_gap_us: 4200,
-                ..Segments::default()
-            },
+            client,
             server: None,
         }),
         thresholds: None,
         intervals: Vec::new(),
         per_qp: Vec::new(),
         schema: REPORT_SCHEMA,
-    };
+    }
+}
+
+/// The segment line says how many retransmitted octets the server reported receiving
+/// twice (D-SACK), and only when it reported any; with retransmissions, the longest gap
+/// between polls of each core (what explains them on a lossless link).
+#[test]
+fn segment_line_tells_needless_retransmissions() {
+    let mut r = report_with_client(Segments {
+        new_whole: 100,
+        new_whole_ratio: 1.0,
+        rtx_whole: 2,
+        rtx_whole_ratio: 1.0,
+        retransmitted_octets: 2856,
+        dsack_octets: 1428,
+        longest_poll_gap_us: 4200,
+        ..Segments::default()
+    });
     let t = to_text(&r);
     assert!(
         t.contains(
@@ -260,26 +265,13 @@ fn segment_line_tells_needless_retransmissions() {
 /// and its mean RTT (the server's only when it had recoveries: read-bw's data).
 #[test]
 fn segment_line_tells_loss_recoveries_and_rtt() {
-    let mut r = Report {
-        test: "RDMA_Write".into(),
-        params: params(),
-        samples: vec![Sample::Bw(bw(65536, 1000, 62.5, 62.5, 0.001))],
-        verify: None,
-        alignment: Some(Alignment {
-            client: Segments {
-                new_whole: 100,
-                new_whole_ratio: 1.0,
-                rtx_whole_ratio: 1.0,
-                mean_rtt_us: Some(42.04),
-                ..Segments::default()
-            },
-            server: None,
-        }),
-        thresholds: None,
-        intervals: Vec::new(),
-        per_qp: Vec::new(),
-        schema: REPORT_SCHEMA,
-    };
+    let mut r = report_with_client(Segments {
+        new_whole: 100,
+        new_whole_ratio: 1.0,
+        rtx_whole_ratio: 1.0,
+        mean_rtt_us: Some(42.04),
+        ..Segments::default()
+    });
     let t = to_text(&r);
     assert!(
         t.contains("(0 retransmitted octets; mean RTT 42.0 us)\n"),

@@ -47,7 +47,7 @@ use proto::tcp::SharedRecord;
 use smoltcp::wire::{EthernetAddress, Ipv4Packet};
 use std::collections::BinaryHeap;
 use std::fmt;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use wire::rss::Rss;
@@ -87,7 +87,7 @@ const SPARE_MAX: usize = 2 * BUFFER_BURST;
 /// newest buffers back (those the other core read last); 2, 3 and 4.5 MiB did alike.
 /// With both ports on one thread it only pushed the buffers out of that thread's caches
 /// (one-thread write-bw at MTU 9000 fell by 15 %), so it is left off there. At most half
-/// the wire's capacity in frames ([`MemPort::far_reuse_frames`]): the return ring holds
+/// the wire's capacity in frames ([`OwnEnds::far_reuse_frames`]): the return ring holds
 /// no more than the capacity, and a threshold it cannot reach would make a new buffer
 /// for every frame.
 const FAR_REUSE_OCTETS: usize = 3 << 20;
@@ -468,7 +468,7 @@ struct Direction {
     /// none yet), and whether the receiving port last took them on another thread. Each
     /// written by one side, only when it changes.
     sender_thread: CachePadded<AtomicU64>,
-    receiver_far: CachePadded<std::sync::atomic::AtomicBool>,
+    receiver_far: CachePadded<AtomicBool>,
     /// Written by the sender only.
     tx: CachePadded<Counters>,
     /// Written by the receiver only.
@@ -491,7 +491,7 @@ impl Direction {
             free: shared.then(|| BurstRing::new(capacity)),
             in_flight: CachePadded::new(AtomicUsize::new(0)),
             sender_thread: CachePadded::new(AtomicU64::new(0)),
-            receiver_far: CachePadded::new(std::sync::atomic::AtomicBool::new(false)),
+            receiver_far: CachePadded::new(AtomicBool::new(false)),
             tx: CachePadded::new(Counters::default()),
             delivered: CachePadded::new(AtomicU64::new(0)),
         }
@@ -551,6 +551,10 @@ struct OwnEnds {
     spares: rtrb::Consumer<Vec<u8>>,
     /// The buffers of the frames this port received, on their way back to their sender.
     returns: rtrb::Producer<Vec<u8>>,
+    /// Frame buffers that must wait in `spares` before any is taken back, with the
+    /// receiver on another thread: [`FAR_REUSE_OCTETS`] of frames, at most half the
+    /// capacity (fixed when the wire is made).
+    far_reuse_frames: usize,
 }
 
 /// One end of a simulated wire made by [`link`].
@@ -700,17 +704,21 @@ fn make_links(
         let (tx1, rx1) = rtrb::RingBuffer::new(b.capacity);
         let (back0, spares0) = rtrb::RingBuffer::new(a.capacity);
         let (back1, spares1) = rtrb::RingBuffer::new(b.capacity);
+        let far =
+            |c: &WireConfig| (FAR_REUSE_OCTETS / (c.mtu + ETHERNET_HEADER_LEN)).min(c.capacity / 2);
         first[0].own = Some(OwnEnds {
             tx: tx0,
             rx: rx1,
             spares: spares0,
             returns: back1,
+            far_reuse_frames: far(&a),
         });
         second[0].own = Some(OwnEnds {
             tx: tx1,
             rx: rx0,
             spares: spares1,
             returns: back0,
+            far_reuse_frames: far(&b),
         });
     }
     (first, second)
@@ -784,26 +792,19 @@ impl MemPort {
         }
     }
 
-    /// Frame buffers that must wait in the return ring before any is taken back, with the
-    /// receiver on another thread ([`FAR_REUSE_OCTETS`], at most half the capacity).
-    fn far_reuse_frames(&self) -> usize {
-        (FAR_REUSE_OCTETS / (self.cfg.mtu + ETHERNET_HEADER_LEN)).min(self.cfg.capacity / 2)
-    }
-
     /// Takes up to [`BUFFER_BURST`] of this port's buffers back from the receiver, in one
     /// burst (with the receiver on another thread, only once
-    /// [`MemPort::far_reuse_frames`] wait there).
+    /// [`OwnEnds::far_reuse_frames`] wait there).
     fn refill_spare(&mut self) {
-        let far_frames = self.far_reuse_frames();
         let want = SPARE_MAX.saturating_sub(self.spare.len()).min(BUFFER_BURST);
         let spare = &mut self.spare;
         match &mut self.own {
             Some(o) => {
                 // With the receiver on another thread, the oldest buffers come back
                 // only once enough newer ones wait behind them (meanwhile new buffers
-                // are made: at most `far_frames` more per direction).
+                // are made: at most `far_reuse_frames` more per direction).
                 if self.link[self.out].receiver_far.load(Ordering::Relaxed)
-                    && o.spares.slots() < far_frames
+                    && o.spares.slots() < o.far_reuse_frames
                 {
                     return;
                 }
