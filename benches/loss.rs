@@ -3,17 +3,18 @@
 //! lossless link, measured in the same run, alternately.
 //!
 //! Each round runs the lossless transfer and the lossy one back to back (which goes first
-//! alternates), and takes their ratio; the figure is the median of the rounds' ratios (the machine's speed drifts
-//! from one minute to the next, and a ratio of neighbours is steadier than a ratio of
-//! medians). Target: at least 0.6. Beside it: what the sender did (retransmitted octets,
-//! fast retransmits, timeouts, spurious ones among them), from the lossy runs, and the
-//! figure Reno's response to loss allows at what the sender measured: Mathis et al.'s
-//! bound, (MSS / RTT) x sqrt(3 / (2 p)), with p the share of new segments that started a
-//! loss recovery (timeouts and tail loss probes' repairs, which also cut the window, are
-//! not counted: a few per thousand recoveries), RTT the sender's mean RTT sample, and MSS
-//! the user octets moved per new segment. A lossy figure near that bound is congestion control doing what RFC 5681 says
-//! (halve the window on each loss, add a segment per round trip), not recovery wasting
-//! time; the share of the run spent in recovery is printed beside it.
+//! alternates), and takes their ratio; the figure is the median of the rounds' ratios
+//! (the machine's speed drifts from one minute to the next, and a ratio of neighbours is
+//! steadier than a ratio of medians). Target: at least 0.6. Beside it: what the sender
+//! did (retransmitted octets, fast retransmits, timeouts, spurious ones among them), from
+//! the lossy runs, and the figure Reno's response to loss allows at what the sender
+//! measured: Mathis et al.'s bound, (MSS / RTT) x sqrt(3 / (2 p)), with p the share of
+//! new segments that started a loss recovery (timeouts and tail loss probes' repairs,
+//! which also cut the window, are not counted: a few per thousand recoveries), RTT the
+//! sender's mean RTT sample, and MSS the user octets moved per new segment. A lossy
+//! figure near that bound is congestion control doing what RFC 5681 says (halve the
+//! window on each loss, add a segment per round trip), not recovery wasting time; the
+//! share of the run spent in recovery is printed beside it.
 //!
 //! `cargo bench --bench loss`; `BENCH_QUICK=1` shrinks it to a smoke run.
 
