@@ -918,23 +918,15 @@ pub fn lat_line(s: &LatSample) -> String {
 
 /// "; N loss recoveries, X ms in them" for one end with recoveries (nothing without).
 fn write_recoveries(out: &mut String, who: &str, s: &Segments) {
-    if s.fast_retransmits > 0 {
-        let _ = write!(
-            out,
-            "; {who}{} loss {}, {:.1} ms in {}",
-            s.fast_retransmits,
-            if s.fast_retransmits == 1 {
-                "recovery"
-            } else {
-                "recoveries"
-            },
-            s.recovery_us as f64 / 1000.0,
-            if s.fast_retransmits == 1 {
-                "it"
-            } else {
-                "them"
-            },
-        );
+    let n = s.fast_retransmits;
+    if n > 0 {
+        let (noun, them) = if n == 1 {
+            ("recovery", "it")
+        } else {
+            ("recoveries", "them")
+        };
+        let ms = s.recovery_us as f64 / 1000.0;
+        let _ = write!(out, "; {who}{n} loss {noun}, {ms:.1} ms in {them}");
     }
 }
 

@@ -173,10 +173,10 @@ fn faults_verify_and_post_lists() {
         c["tail_loss_probe_repairs"].as_u64().unwrap() <= c["tail_loss_probes"].as_u64().unwrap(),
         "{c}"
     );
-    // Loss recoveries took time, and the sender measured round trips of the link.
-    if c["fast_retransmits"].as_u64().unwrap() > 0 {
-        assert!(c["recovery_us"].as_u64().unwrap() > 0, "{c}");
-    }
+    // 2 % loss over some 1700 segments: loss recoveries, which took time, and the
+    // sender measured round trips of the link.
+    assert!(c["fast_retransmits"].as_u64().unwrap() > 0, "{c}");
+    assert!(c["recovery_us"].as_u64().unwrap() > 0, "{c}");
     assert!(c["mean_rtt_us"].as_f64().unwrap() > 0.0, "{c}");
     // And the text report says so.
     let mut args = vec!["bench", "write-bw", "-n", "300", "-s", "8192"];

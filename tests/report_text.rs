@@ -261,6 +261,13 @@ fn segment_line_tells_needless_retransmissions() {
     assert!(t.contains("(2856 retransmitted octets), server new"), "{t}");
 }
 
+/// Asserts that the text report of `r` holds `want`.
+#[track_caller]
+fn assert_text_has(r: &Report, want: &str) {
+    let t = to_text(r);
+    assert!(t.contains(want), "want {want:?} in:\n{t}");
+}
+
 /// The alignment line tells what loss cost each sender: its recoveries, the time in them,
 /// and its mean RTT (the server's only when it had recoveries: read-bw's data).
 #[test]
@@ -272,21 +279,14 @@ fn segment_line_tells_loss_recoveries_and_rtt() {
         mean_rtt_us: Some(42.04),
         ..Segments::default()
     });
-    let t = to_text(&r);
-    assert!(
-        t.contains("(0 retransmitted octets; mean RTT 42.0 us)\n"),
-        "{t}"
-    );
+    assert_text_has(&r, "(0 retransmitted octets; mean RTT 42.0 us)\n");
     let c = &mut r.alignment.as_mut().unwrap().client;
     c.retransmitted_octets = 2896;
     c.fast_retransmits = 1;
     c.recovery_us = 240;
-    let t = to_text(&r);
-    assert!(
-        t.contains(
-            "(2896 retransmitted octets; 1 loss recovery, 0.2 ms in it; mean RTT 42.0 us)\n"
-        ),
-        "{t}"
+    assert_text_has(
+        &r,
+        "(2896 retransmitted octets; 1 loss recovery, 0.2 ms in it; mean RTT 42.0 us)\n",
     );
     let c = &mut r.alignment.as_mut().unwrap().client;
     c.fast_retransmits = 3;
@@ -297,24 +297,18 @@ fn segment_line_tells_loss_recoveries_and_rtt() {
         mean_rtt_us: Some(7.5),
         ..Segments::default()
     });
-    let t = to_text(&r);
-    assert!(
-        t.contains(
-            "(2896 retransmitted octets; 3 loss recoveries, 1.5 ms in them; mean RTT 42.0 \
-             us), server new 1.0000\n"
-        ),
-        "{t}"
+    assert_text_has(
+        &r,
+        "(2896 retransmitted octets; 3 loss recoveries, 1.5 ms in them; mean RTT 42.0 \
+         us), server new 1.0000\n",
     );
     let s = r.alignment.as_mut().unwrap().server.as_mut().unwrap();
     s.fast_retransmits = 2;
     s.recovery_us = 40_000;
-    let t = to_text(&r);
-    assert!(
-        t.contains(
-            "mean RTT 42.0 us; server 2 loss recoveries, 40.0 ms in them, its mean RTT 7.5 \
-             us), server new"
-        ),
-        "{t}"
+    assert_text_has(
+        &r,
+        "mean RTT 42.0 us; server 2 loss recoveries, 40.0 ms in them, its mean RTT 7.5 \
+         us), server new",
     );
     // A report from before they were measured: nothing.
     let al = r.alignment.as_mut().unwrap();
@@ -323,8 +317,7 @@ fn segment_line_tells_loss_recoveries_and_rtt() {
         ..Segments::default()
     };
     al.server = None;
-    let t = to_text(&r);
-    assert!(t.contains("(2896 retransmitted octets)\n"), "{t}");
+    assert_text_has(&r, "(2896 retransmitted octets)\n");
 }
 
 #[test]

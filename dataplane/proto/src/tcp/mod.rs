@@ -398,8 +398,9 @@ pub struct Stats {
     pub dsack_octets: u64,
     /// Microseconds spent in loss recovery (fast recovery, RFC 6582, or SACK recovery,
     /// RFC 6675), summed over the recoveries that ended (at the ACK reaching the recovery
-    /// point, at a retransmission timeout, or when the connection closed). With `fast_retransmits` (the recoveries
-    /// entered) it tells how long a loss held the sender at the reduced window.
+    /// point, at a retransmission timeout, or when the connection closed). With
+    /// `fast_retransmits` (the recoveries entered) it tells how long a loss held the
+    /// sender at the reduced window.
     pub recovery_us: u64,
     /// RTT measurements taken (RFC 6298, Karn's rule: one timed segment at a time, none
     /// from a retransmission).

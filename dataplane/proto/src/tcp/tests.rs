@@ -850,8 +850,10 @@ fn recovery_time_and_rtt_samples_are_counted() {
     // The fast retransmission is lost too: without SACK only the timeout repairs it.
     drop_segment_transmissions(&mut p, 3, 2);
     let d = records(&mut p, Side::A, &[1448; 10]);
-    assert!(p.run_until(1_000_000, |p| p.rx_b.len() == d.len()
-        && p.a().in_flight() == 0));
+    let delivered = p.run_until(1_000_000, |p| {
+        p.rx_b.len() == d.len() && p.a().in_flight() == 0
+    });
+    assert!(delivered);
     let st = p.a().stats().clone();
     assert!(st.timeouts >= 1 && st.fast_retransmits >= 1, "{st:?}");
     assert!(
