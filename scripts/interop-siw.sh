@@ -120,6 +120,13 @@ fi
 PT_KILL='pkill -x ib_write_bw; pkill -x ib_read_bw; pkill -x ib_send_bw; pkill -x ib_write_lat; pkill -x ib_read_lat; pkill -x ib_send_lat'
 PT_ARGS="-s 4096 -n 1000"
 iters_of() { awk '/#bytes/ { getline; print $2; exit }' "$1"; }
+# The log of siw's perftest server (guest /tmp/pt.log) once it has exited: it prints its
+# figures when its last completion is in, which on a slow guest can come seconds after our
+# client ends. Waits up to 30 s and says so if the server is still running then.
+siw_server_log() {
+    G "for i in \$(seq 30); do pgrep -x $1 >/dev/null || break; sleep 1; done; \
+       cat /tmp/pt.log; if pgrep -x $1 >/dev/null; then echo 'siw $1 still running after 30 s'; fi"
+}
 if want perftest; then
     siw_params ""
     for t in write read send; do
@@ -129,11 +136,7 @@ if want perftest; then
         timeout 120 ip netns exec "$NETNS" "$IWARP" bench "$t-bw" --perftest --config "$CFG" \
             --peer 10.77.0.2 $PT_ARGS >"$LOG/$name.ours" 2>&1
         rc=$?
-        # siw's server prints its figures when its last completion is in, which on a slow
-        # guest can take seconds after our client ends: wait for it to exit (up to 30 s).
-        G "for i in \$(seq 30); do pgrep -x ib_${t}_lat >/dev/null || break; sleep 1; done; \
-           pgrep -x ib_${t}_lat >/dev/null && echo 'siw ib_${t}_lat still running after 30 s'; \
-           cat /tmp/pt.log" >"$LOG/$name.siw" 2>&1
+        siw_server_log "ib_${t}_bw" >"$LOG/$name.siw" 2>&1
         a=$(iters_of "$LOG/$name.ours"); b=$(iters_of "$LOG/$name.siw")
         if [ $rc = 0 ] && [ "$a" = 1000 ] && [ "$b" = 1000 ]; then pass "$name (ours $a, siw $b)"; else
             fail "$name" "rc $rc, ours '$a', siw '$b': $(tail -1 "$LOG/$name.ours")"; fi
@@ -163,11 +166,7 @@ if want perftest; then
         timeout 120 ip netns exec "$NETNS" "$IWARP" bench "$t-lat" --perftest --config "$CFG" \
             --peer 10.77.0.2 $PT_LAT >"$LOG/$name.ours" 2>&1
         rc=$?
-        # siw's server prints its figures when its last completion is in, which on a slow
-        # guest can take seconds after our client ends: wait for it to exit (up to 30 s).
-        G "for i in \$(seq 30); do pgrep -x ib_${t}_lat >/dev/null || break; sleep 1; done; \
-           pgrep -x ib_${t}_lat >/dev/null && echo 'siw ib_${t}_lat still running after 30 s'; \
-           cat /tmp/pt.log" >"$LOG/$name.siw" 2>&1
+        siw_server_log "ib_${t}_lat" >"$LOG/$name.siw" 2>&1
         # siw's read_lat server prints no figures.
         if [ $rc = 0 ] && lat_ok "$LOG/$name.ours" && { [ $t = read ] || lat_ok "$LOG/$name.siw"; }; then
             pass "$name ($(awk '/#bytes/ { getline; print "t_typical " $5 " usec"; exit }' "$LOG/$name.ours"))"; else
