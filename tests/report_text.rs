@@ -173,6 +173,13 @@ fn whole_report_text() {
     assert_eq!(to_text(&empty), "");
 }
 
+/// Asserts that the text report of `r` holds `want`.
+#[track_caller]
+fn assert_text_has(r: &Report, want: &str) {
+    let t = to_text(r);
+    assert!(t.contains(want), "want {want:?} in:\n{t}");
+}
+
 /// A one-sample write-bw report whose alignment line shows `client`'s segments.
 fn report_with_client(client: Segments) -> Report {
     Report {
@@ -206,14 +213,10 @@ fn segment_line_tells_needless_retransmissions() {
         longest_poll_gap_us: 4200,
         ..Segments::default()
     });
-    let t = to_text(&r);
-    assert!(
-        t.contains(
-            " FPDU-aligned segments: client new 1.0000 rtx 1.0000 (2856 retransmitted \
-             octets, 1428 reported received twice; longest gap between polls: client \
-             4200 us)\n"
-        ),
-        "{t}"
+    assert_text_has(
+        &r,
+        " FPDU-aligned segments: client new 1.0000 rtx 1.0000 (2856 retransmitted octets, \
+         1428 reported received twice; longest gap between polls: client 4200 us)\n",
     );
     r.alignment.as_mut().unwrap().client.dsack_octets = 0;
     r.alignment.as_mut().unwrap().server = Some(Segments {
@@ -222,25 +225,19 @@ fn segment_line_tells_needless_retransmissions() {
         longest_poll_gap_us: 310,
         ..Segments::default()
     });
-    let t = to_text(&r);
-    assert!(
-        t.contains(
-            "(2856 retransmitted octets; longest gap between polls: client 4200 us, server \
-             310 us), server new 1.0000\n"
-        ),
-        "{t}"
+    assert_text_has(
+        &r,
+        "(2856 retransmitted octets; longest gap between polls: client 4200 us, server 310 \
+         us), server new 1.0000\n",
     );
     // The server's retransmissions (read-bw's data) show the gaps too.
     let al = r.alignment.as_mut().unwrap();
     al.client.retransmitted_octets = 0;
     al.server.as_mut().unwrap().retransmitted_octets = 1448;
-    let t = to_text(&r);
-    assert!(
-        t.contains(
-            "(0 retransmitted octets, server 1448; longest gap between polls: client 4200 \
-             us, server 310 us), server new"
-        ),
-        "{t}"
+    assert_text_has(
+        &r,
+        "(0 retransmitted octets, server 1448; longest gap between polls: client 4200 us, \
+         server 310 us), server new",
     );
     // Without retransmissions the gaps explain nothing: not on the line (in the JSON).
     r.alignment
@@ -250,22 +247,13 @@ fn segment_line_tells_needless_retransmissions() {
         .as_mut()
         .unwrap()
         .retransmitted_octets = 0;
-    let t = to_text(&r);
-    assert!(t.contains("(0 retransmitted octets), server new"), "{t}");
+    assert_text_has(&r, "(0 retransmitted octets), server new");
     // Nor from a report written before they were measured (0).
     let al = r.alignment.as_mut().unwrap();
     al.client.retransmitted_octets = 2856;
     al.client.longest_poll_gap_us = 0;
     al.server.as_mut().unwrap().longest_poll_gap_us = 0;
-    let t = to_text(&r);
-    assert!(t.contains("(2856 retransmitted octets), server new"), "{t}");
-}
-
-/// Asserts that the text report of `r` holds `want`.
-#[track_caller]
-fn assert_text_has(r: &Report, want: &str) {
-    let t = to_text(r);
-    assert!(t.contains(want), "want {want:?} in:\n{t}");
+    assert_text_has(&r, "(2856 retransmitted octets), server new");
 }
 
 /// The alignment line tells what loss cost each sender: its recoveries, the time in them,

@@ -38,6 +38,13 @@ mod dpdk {
     /// machine's first two CPUs.
     static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
+    /// How long a server may take to end after its last client: after its last session
+    /// it waits for its connections' closes, at most the startup timeout and twice the
+    /// linger (30 s with the defaults). A close that met a lossy run's faults can take
+    /// that (seen once in CI, where 20 s cut the server off before its last line); longer
+    /// than this is a hang.
+    const SERVER_END: Duration = Duration::from_secs(40);
+
     /// One MPA mode: the server's `[mpa]` table and the client's flags.
     struct Mode {
         name: &'static str,
@@ -190,11 +197,7 @@ mod dpdk {
                 }
                 eprintln!("{} / {test} {}: {}", mode.name, flags.join(" "), results[0]);
             }
-            // After its last session the server waits for its connections' closes, at
-            // most the startup timeout and twice the linger (30 s with the defaults): a
-            // close that met the lossy run's faults can take that (seen once in CI, where
-            // 20 s cut the server off before its last line). Longer than that is a hang.
-            let (ok, out) = srv.finish(Duration::from_secs(40));
+            let (ok, out) = srv.finish(SERVER_END);
             assert!(ok, "server of {} failed:\n{out}", mode.name);
             // Every PMD here (af_packet, tap, memif) takes multi-segment frames and copies
             // with the CPU, and the servers ask for zero-copy transmit: payloads go out
@@ -542,7 +545,7 @@ mod dpdk {
                 json["samples"][0]
             );
         }
-        let (ok, out) = srv.finish(Duration::from_secs(40));
+        let (ok, out) = srv.finish(SERVER_END);
         assert!(ok, "server failed:\n{out}");
         assert!(out.contains("2 core(s) on lcores [0, 1]"), "{out}");
         // Both server cores accepted connections.
@@ -691,7 +694,7 @@ mod dpdk {
             }
             assert!(out.contains("\"verified_octets\": 19660800"), "{out}");
         }
-        let (ok, out) = srv.finish(Duration::from_secs(40));
+        let (ok, out) = srv.finish(SERVER_END);
         assert!(ok, "server failed:\n{out}");
         for port in ["p0", "p1"] {
             assert!(

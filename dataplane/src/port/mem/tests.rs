@@ -27,6 +27,19 @@ fn receive_n(p: &mut MemPort, n: usize) -> Vec<Vec<u8>> {
     out
 }
 
+/// Runs `attempt`, a test whose checks need a receive to come within a delay, until one
+/// run makes it on time (`attempt` returns false when the receive came late: a machine
+/// that stalled this thread). Five late runs fail the test: it never passes unchecked.
+fn until_on_time(mut attempt: impl FnMut() -> bool) {
+    for i in 0..5 {
+        if attempt() {
+            return;
+        }
+        eprintln!("attempt {i}: the receive came after the delay; again");
+    }
+    panic!("no attempt received within the delay: the machine is too busy for this test");
+}
+
 /// A frame carrying its index in its first 8 octets (not IPv4).
 fn numbered(i: u64) -> Vec<u8> {
     let mut f = vec![0u8; 60];
@@ -238,10 +251,8 @@ fn capacity_backpressure() {
 #[test]
 fn held_frames_count_against_the_room() {
     let delay = Duration::from_millis(100);
-    // The checks before the delay need the receive to come within it: a machine that
-    // stalls this thread that long gets another attempt, and the test fails (never
-    // passes unchecked) if no attempt of five managed it.
-    for attempt in 0..5 {
+    // The checks before the delay need the receive to come within it.
+    until_on_time(|| {
         let (mut a, mut b) = link(
             WireConfig::default().with_capacity(4).with_delay(delay),
             WireConfig::default(),
@@ -255,8 +266,7 @@ fn held_frames_count_against_the_room() {
         b.rx_burst(4, &mut |_: &[u8]| n += 1);
         let room = (a.tx_room(), b.rx_pending());
         if sent.elapsed() >= delay {
-            eprintln!("attempt {attempt}: the receive came after the delay; again");
-            continue;
+            return false;
         }
         assert_eq!(n, 0, "none due yet");
         assert_eq!(room, (0, 4), "held, still in flight");
@@ -264,9 +274,8 @@ fn held_frames_count_against_the_room() {
         let got: Vec<u64> = drain(&mut b).iter().map(|f| number(f)).collect();
         assert_eq!(got, (0..4).collect::<Vec<_>>());
         assert_eq!((a.tx_room(), b.rx_pending()), (4, 0));
-        return;
-    }
-    panic!("no attempt received within the delay: the machine is too busy for this test");
+        true
+    });
 }
 
 /// Frame buffers a sender writes again: with the receiving port on another thread, only
@@ -287,13 +296,7 @@ fn buffers_come_back_late_from_another_thread_and_at_once_from_this_one() {
         );
         let (to_rx, rx_go) = std::sync::mpsc::channel::<bool>();
         let (to_tx, tx_go) = std::sync::mpsc::channel::<Vec<u8>>();
-        let receive = move |b: &mut MemPort| {
-            let mut got = Vec::new();
-            while got.is_empty() {
-                b.rx_burst(1, &mut |f: &[u8]| got = f.to_vec());
-            }
-            got
-        };
+        let receive = |b: &mut MemPort| receive_n(b, 1).pop().expect("a frame within 2 s");
         let mut b_here = None;
         let rx = if other_thread {
             Some(std::thread::spawn(move || {
@@ -460,9 +463,8 @@ fn faults_replay_with_the_same_seed() {
 #[test]
 fn delay_holds_frames_until_due() {
     let delay = Duration::from_millis(20);
-    // As in `held_frames_count_against_the_room`: the early receive must come within the
-    // delay for its check to mean anything; a stalled attempt is run again.
-    for attempt in 0..5 {
+    // The early receive must come within the delay for its check to mean anything.
+    until_on_time(|| {
         let (mut a, mut b) = link(
             WireConfig::default().with_delay(delay),
             WireConfig::default(),
@@ -474,8 +476,7 @@ fn delay_holds_frames_until_due() {
         a.flush();
         let early = drain(&mut b);
         if start.elapsed() >= delay {
-            eprintln!("attempt {attempt}: the receive came after the delay; again");
-            continue;
+            return false;
         }
         assert!(
             early.is_empty(),
@@ -486,9 +487,8 @@ fn delay_holds_frames_until_due() {
         assert!(start.elapsed() >= delay);
         let nums: Vec<u64> = got.iter().map(|f| number(f)).collect();
         assert_eq!(nums, (0..10).collect::<Vec<_>>());
-        return;
-    }
-    panic!("no attempt received within the delay: the machine is too busy for this test");
+        true
+    });
 }
 
 #[test]
