@@ -785,14 +785,18 @@ fn bench_hello_for_1_gib_at_depth_65536_is_rejected_with_the_reason() {
     l.finish();
 }
 
+/// The good client's 4 KiB messages while the attacker guesses STags.
+const GUESS_CLIENT_MESSAGES: u64 = 100_000;
+
 #[test]
 fn guessed_stags_of_a_concurrent_session_never_place() {
     let mut l = Lab::new(limits());
     // The good client's session runs while the attacker, in sessions of its own, floods
     // Writes to guessed STags (its own buffer's STag plus and minus small steps, and
     // random ones): each only ever gets a Terminate, and the good client's every octet
-    // checks out.
-    l.start_client(20_000);
+    // checks out. The client's run is long enough (400 MB) for a few hundred attack
+    // sessions: the loop ends at 200 Terminates, or when the client ends first.
+    l.start_client(GUESS_CLIENT_MESSAGES);
     let mut rng = 0x1234_5678_9abc_def0u64;
     let mut next = || {
         rng ^= rng << 13;
@@ -823,7 +827,7 @@ fn guessed_stags_of_a_concurrent_session_never_place() {
         terms += l.attacker.peers[&t].terms.len();
         l.attacker.peers.remove(&t);
     }
-    l.client_verified(20_000);
+    l.client_verified(GUESS_CLIENT_MESSAGES);
     eprintln!("{guesses} guessed Writes in {terms} sessions: only Terminates");
     assert!(terms >= 10);
     l.drained(Duration::from_secs(5), 256 * MIB);
