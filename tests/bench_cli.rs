@@ -212,6 +212,28 @@ fn faults_verify_and_post_lists() {
     );
 }
 
+/// `--verify` with messages longer than the server's check reads at a time (64 KiB), and a
+/// length that is not a whole number of the pattern's 8-octet words: every octet of every
+/// message checked, in pieces, on both ends (the ping-pongs check both directions).
+#[test]
+fn verify_checks_long_messages_in_pieces() {
+    let size = 200_003u64;
+    for (test, directions) in [
+        ("write-bw", 1),
+        ("send-bw", 1),
+        ("write-lat", 2),
+        ("send-lat", 2),
+    ] {
+        let r = json(&[test, "-s", "200003", "-n", "20", "--verify"]);
+        assert_eq!(r["verify"]["wrong_octets"], 0, "{test}: {r}");
+        assert_eq!(
+            r["verify"]["verified_octets"],
+            directions * 20 * size,
+            "{test}: {r}"
+        );
+    }
+}
+
 /// `-Q`: only every N-th request is signaled; one completion covers the ones before it,
 /// and every message is still counted and checked.
 #[test]

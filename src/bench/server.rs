@@ -72,6 +72,9 @@ const WR_RESULT: u64 = 1 << 61;
 /// Credit grants in flight (each from its own 8-octet slot: a Send's payload is read
 /// when the core frames it, after later grants may have been written).
 const GRANT_SLOTS: u64 = 64;
+/// Octets `--verify` reads or builds at a time ([`Session::data_mismatches`],
+/// [`Session::fill_source`]): a session's scratch buffer is never longer.
+const VERIFY_CHUNK: usize = 64 << 10;
 
 /// The largest message of a session.
 fn max_size(h: &Hello) -> usize {
@@ -580,6 +583,9 @@ struct Session {
     last_progress: Instant,
     /// Idle steps since the last work.
     idle_steps: u64,
+    /// A piece of a message while `--verify` checks or builds it, kept from one message
+    /// to the next: at most [`VERIFY_CHUNK`] octets, whatever the message size.
+    scratch: Vec<u8>,
 }
 
 impl Session {
@@ -651,6 +657,7 @@ impl Session {
             failed: None,
             last_progress: Instant::now(),
             idle_steps: 0,
+            scratch: Vec::new(),
             hello,
         };
         // Receives before the accept: the client's first message may follow the Reply.
@@ -667,6 +674,47 @@ impl Session {
         s.phase = Phase::Accepting(listener.accept(&req, &s.ep.qp, params));
         s.conn = Some(req.conn);
         Ok(s)
+    }
+
+    /// Octets of the data region's `len` octets from `off` that are not message `i`,
+    /// read [`VERIFY_CHUNK`] octets at a time through the scratch buffer.
+    fn data_mismatches(&mut self, off: usize, len: usize, i: u64) -> Result<u64, BenchError> {
+        let mut v = std::mem::take(&mut self.scratch);
+        let mut wrong = 0;
+        let mut at = 0;
+        let r = loop {
+            if at >= len {
+                break Ok(wrong);
+            }
+            v.resize((len - at).min(VERIFY_CHUNK), 0);
+            if let Err(e) = self.data.read(off + at, &mut v) {
+                break Err(BenchError::Thread(e.to_string()));
+            }
+            wrong += verify::mismatches_at(&v, i, at);
+            at += v.len();
+        };
+        self.scratch = v;
+        r
+    }
+
+    /// Writes message `i`'s first `len` octets to the source region from its start,
+    /// [`VERIFY_CHUNK`] octets at a time through the scratch buffer.
+    fn fill_source(&mut self, len: usize, i: u64) -> Result<(), BenchError> {
+        let mut v = std::mem::take(&mut self.scratch);
+        let mut at = 0;
+        let r = loop {
+            if at >= len {
+                break Ok(());
+            }
+            v.resize((len - at).min(VERIFY_CHUNK), 0);
+            verify::fill_at(&mut v, i, at);
+            if let Err(e) = self.src.write(at, &v) {
+                break Err(BenchError::Thread(e.to_string()));
+            }
+            at += v.len();
+        };
+        self.scratch = v;
+        r
     }
 
     /// The receive buffer of slot `s` (send tests): one slot per message in flight for
@@ -993,11 +1041,7 @@ impl Session {
             if len != size {
                 self.result.errors += size as u64;
             } else {
-                let mut v = vec![0u8; size];
-                self.data
-                    .read(off, &mut v)
-                    .map_err(|e| BenchError::Thread(e.to_string()))?;
-                self.result.errors += verify::mismatches(&v, seq);
+                self.result.errors += self.data_mismatches(off, size, seq)?;
             }
             self.result.verified += size as u64;
         }
@@ -1007,11 +1051,7 @@ impl Session {
         if self.hello.test == Test::SendLat {
             self.ep.post_recv(RecvWr { wr_id: s, local })?;
             if self.hello.verify {
-                let mut v = vec![0u8; size];
-                verify::fill(&mut v, verify::pong(seq));
-                self.src
-                    .write(0, &v)
-                    .map_err(|e| BenchError::Thread(e.to_string()))?;
+                self.fill_source(size, verify::pong(seq))?;
             }
             let local = self.src.sge(0, size as u32);
             self.send(seq, local, SendOp::Send)?;
@@ -1029,7 +1069,6 @@ impl Session {
         let size = self.size();
         let slots = self.hello.tx_depth;
         let mut n = 0;
-        let mut v = vec![0u8; size];
         loop {
             if self.done.is_some_and(|d| self.received >= d) {
                 break;
@@ -1039,10 +1078,8 @@ impl Session {
             if self.data.load_u8_acquire(off + size - 1) != Some(verify::lap_byte(i, slots)) {
                 break;
             }
-            self.data
-                .read(off, &mut v)
-                .map_err(|e| BenchError::Thread(e.to_string()))?;
-            self.result.errors += verify::mismatches_lap(&v, i, slots);
+            // Its last octet is the lap octet (just seen); the rest is the pattern.
+            self.result.errors += self.data_mismatches(off, size - 1, i)?;
             self.result.verified += size as u64;
             self.received += 1;
             self.ungranted += 1;
@@ -1065,22 +1102,15 @@ impl Session {
             ));
         };
         let i = self.received;
-        let mut v = vec![0u8; size];
         if self.hello.verify {
-            self.data
-                .read(0, &mut v[..size - 1])
-                .map_err(|e| BenchError::Thread(e.to_string()))?;
-            self.result.errors += verify::mismatches(&v[..size - 1], i);
+            // The ping's last octet is its counter (just seen); the rest is the pattern.
+            self.result.errors += self.data_mismatches(0, size - 1, i)?;
             self.result.verified += size as u64;
-            verify::fill(&mut v, verify::pong(i));
+            self.fill_source(size - 1, verify::pong(i))?;
         }
-        v[size - 1] = k;
-        if self.hello.verify {
-            self.src.write(0, &v)
-        } else {
-            self.src.write(size - 1, &[k])
-        }
-        .map_err(|e| BenchError::Thread(e.to_string()))?;
+        self.src
+            .write(size - 1, &[k])
+            .map_err(|e| BenchError::Thread(e.to_string()))?;
         let local = self.src.sge(0, size as u32);
         self.send(
             i,

@@ -15,18 +15,19 @@
 //!
 //! All integers are big-endian (network order). Every message starts with an 8-octet
 //! magic whose last octet is the protocol version (2: write-bw `--verify` returns each
-//! slot to the client once checked; reads come from moving offsets).
+//! slot to the client once checked; reads come from moving offsets; 3: the `--verify`
+//! contents are made eight octets at a time, so neither end may be older).
 
 use std::time::Duration;
 
 use super::{Length, Test};
 
 /// Magic and version of the Request's private data.
-pub const HELLO_MAGIC: [u8; 8] = *b"iwbench\x02";
+pub const HELLO_MAGIC: [u8; 8] = *b"iwbench\x03";
 /// Magic and version of the Reply's private data.
-pub const BUFFER_MAGIC: [u8; 8] = *b"iwbuffr\x02";
+pub const BUFFER_MAGIC: [u8; 8] = *b"iwbuffr\x03";
 /// Magic and version of the result Send.
-pub const RESULT_MAGIC: [u8; 8] = *b"iwreslt\x02";
+pub const RESULT_MAGIC: [u8; 8] = *b"iwreslt\x03";
 /// Length of [`ServerResult`] on the wire.
 pub const RESULT_LEN: usize = 24;
 /// Longest reason a server puts in an MPA Reject's private data (512 octets less the

@@ -18,17 +18,66 @@ const REGION_SEED: u64 = 0x005E_ED0F_5EAD;
 /// The bit that makes a pong's pattern differ from its ping's.
 const PONG: u64 = 1 << 63;
 
-/// Deterministic content of message `i`, octet `j`: every bit of `i` and `j` counts
-/// (MurmurHash3's 64-bit finalizer over both).
+/// Octets `8 k` to `8 k + 7` of the stream `seed` (little-endian): MurmurHash3's 64-bit
+/// finalizer over both, so every bit of `seed` and `k` counts. One mix gives eight
+/// octets, which keeps `--verify` from costing more than the transfer it checks.
 #[inline]
-pub fn pattern_byte(i: u64, j: usize) -> u8 {
-    let mut x = i ^ (j as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+fn word(seed: u64, k: u64) -> u64 {
+    let mut x = seed ^ k.wrapping_mul(0x9E37_79B9_7F4A_7C15);
     x ^= x >> 33;
     x = x.wrapping_mul(0xFF51_AFD7_ED55_8CCD);
     x ^= x >> 33;
     x = x.wrapping_mul(0xC4CE_B9FE_1A85_EC53);
     x ^= x >> 33;
-    x as u8
+    x
+}
+
+/// Deterministic content of message `i`, octet `j`: octet `j % 8` (little-endian) of
+/// MurmurHash3's 64-bit finalizer over `i` and `j / 8`, so every bit of both counts.
+#[inline]
+pub fn pattern_byte(i: u64, j: usize) -> u8 {
+    word(i, j as u64 / 8).to_le_bytes()[j % 8]
+}
+
+/// Walks the stream `seed` from octet `start` along `len` octets, one word at a time:
+/// `piece(at, expected)` for each run of octets within one word (`at`: its offset from
+/// `start`; `expected`: the stream's octets there).
+#[inline]
+fn walk(seed: u64, start: u64, len: usize, mut piece: impl FnMut(usize, &[u8])) {
+    let mut at = 0;
+    while at < len {
+        let pos = start + at as u64;
+        let skip = (pos % 8) as usize;
+        let n = (8 - skip).min(len - at);
+        piece(at, &word(seed, pos / 8).to_le_bytes()[skip..skip + n]);
+        at += n;
+    }
+}
+
+/// Fills `buf` with the stream `seed` from octet `start`, each octet XORed with `mask`.
+fn fill_stream(buf: &mut [u8], seed: u64, start: u64, mask: u8) {
+    walk(seed, start, buf.len(), |at, want| {
+        for (b, w) in buf[at..at + want.len()].iter_mut().zip(want) {
+            *b = w ^ mask;
+        }
+    });
+}
+
+/// Octets of `buf` that differ from the stream `seed` from octet `start`.
+fn mismatches_stream(buf: &[u8], seed: u64, start: u64) -> u64 {
+    let mut wrong = 0;
+    walk(seed, start, buf.len(), |at, want| {
+        let got = &buf[at..at + want.len()];
+        // A whole word compares as one integer (a slice compare would call memcmp).
+        let same = match (<[u8; 8]>::try_from(got), <[u8; 8]>::try_from(want)) {
+            (Ok(g), Ok(w)) => u64::from_ne_bytes(g) == u64::from_ne_bytes(w),
+            _ => false,
+        };
+        if !same {
+            wrong += got.iter().zip(want).filter(|(g, w)| g != w).count() as u64;
+        }
+    });
+    wrong
 }
 
 /// The message number of the pong that answers ping `i`.
@@ -38,17 +87,22 @@ pub fn pong(i: u64) -> u64 {
 
 /// Fills `buf` with message `i`.
 pub fn fill(buf: &mut [u8], i: u64) {
-    for (j, b) in buf.iter_mut().enumerate() {
-        *b = pattern_byte(i, j);
-    }
+    fill_stream(buf, i, 0, 0);
+}
+
+/// Fills `buf` with octets `at` onwards of message `i` (a piece of a long message).
+pub fn fill_at(buf: &mut [u8], i: u64, at: usize) {
+    fill_stream(buf, i, at as u64, 0);
 }
 
 /// Octets of `buf` that are not message `i`.
 pub fn mismatches(buf: &[u8], i: u64) -> u64 {
-    buf.iter()
-        .enumerate()
-        .filter(|(j, b)| **b != pattern_byte(i, *j))
-        .count() as u64
+    mismatches_stream(buf, i, 0)
+}
+
+/// Octets of `buf` that are not octets `at` onwards of message `i`.
+pub fn mismatches_at(buf: &[u8], i: u64, at: usize) -> u64 {
+    mismatches_stream(buf, i, at as u64)
 }
 
 /// The last octet of write-bw message `i` in a ring of `slots` slots: never 0, and never
@@ -66,14 +120,6 @@ pub fn fill_lap(buf: &mut [u8], i: u64, slots: usize) {
     }
 }
 
-/// Octets of `buf` that are not write-bw message `i` (see [`fill_lap`]).
-pub fn mismatches_lap(buf: &[u8], i: u64, slots: usize) -> u64 {
-    let Some((last, body)) = buf.split_last() else {
-        return 0;
-    };
-    mismatches(body, i) + u64::from(*last != lap_byte(i, slots))
-}
-
 /// The read region's octet at offset `off`.
 #[inline]
 pub fn region_byte(off: u64) -> u8 {
@@ -82,25 +128,18 @@ pub fn region_byte(off: u64) -> u8 {
 
 /// Fills `buf` as the read region from offset `off`.
 pub fn fill_region(buf: &mut [u8], off: u64) {
-    for (j, b) in buf.iter_mut().enumerate() {
-        *b = region_byte(off + j as u64);
-    }
+    fill_stream(buf, REGION_SEED, off, 0);
 }
 
 /// Octets of `buf` that are not the region from offset `off`.
 pub fn mismatches_region(buf: &[u8], off: u64) -> u64 {
-    buf.iter()
-        .enumerate()
-        .filter(|(j, b)| **b != region_byte(off + *j as u64))
-        .count() as u64
+    mismatches_stream(buf, REGION_SEED, off)
 }
 
 /// Fills `buf` with the complement of the region from `off`: every octet differs from
 /// what a Read from `off` must place.
 pub fn poison_region(buf: &mut [u8], off: u64) {
-    for (j, b) in buf.iter_mut().enumerate() {
-        *b = !region_byte(off + j as u64);
-    }
+    fill_stream(buf, REGION_SEED, off, 0xFF);
 }
 
 /// Slack at the end of the read region for the moving alignment of [`read_offset`].
@@ -127,6 +166,33 @@ pub fn read_offset(i: u64, size: usize, slots: usize) -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use proptest::prelude::*;
+
+    proptest! {
+        /// The word-at-a-time fill and check agree with the octet-by-octet definition
+        /// ([`pattern_byte`]) at any start and length, and count exactly the octets that
+        /// were changed.
+        #[test]
+        fn streams_match_the_octet_definition(
+            seed in any::<u64>(),
+            start in 0u64..10_000,
+            len in 0usize..200,
+            flips in proptest::collection::btree_set(0usize..200, 0..10),
+        ) {
+            let mut buf = vec![0u8; len];
+            fill_stream(&mut buf, seed, start, 0);
+            let want: Vec<u8> = (0..len).map(|j| pattern_byte(seed, start as usize + j)).collect();
+            prop_assert_eq!(&buf, &want);
+            prop_assert_eq!(mismatches_stream(&buf, seed, start), 0);
+            let flips: Vec<usize> = flips.into_iter().filter(|&j| j < len).collect();
+            for &j in &flips {
+                buf[j] ^= 1 << (j % 8);
+            }
+            prop_assert_eq!(mismatches_stream(&buf, seed, start), flips.len() as u64);
+            fill_stream(&mut buf, seed, start, 0xFF);
+            prop_assert_eq!(mismatches_stream(&buf, seed, start), len as u64);
+        }
+    }
 
     #[test]
     fn lap_bytes_differ_from_the_previous_message_in_the_slot() {
@@ -165,12 +231,16 @@ mod tests {
         assert!(mismatches_region(&p, 18) > 950);
         let mut w = vec![0u8; 64];
         fill_lap(&mut w, 300, 128);
-        assert_eq!(mismatches_lap(&w, 300, 128), 0);
-        assert_eq!(
-            mismatches_lap(&w, 300 - 128, 128),
-            64,
-            "a stale message is all wrong"
-        );
+        let (last, body) = w.split_last().unwrap();
+        assert_eq!((mismatches(body, 300), *last), (0, lap_byte(300, 128)));
+        // A stale message (the slot's one before): its lap octet is wrong, and so is its
+        // pattern nearly everywhere (an octet of two patterns agrees one time in 256).
+        assert_ne!(*last, lap_byte(300 - 128, 128));
+        let differ = (0..63)
+            .filter(|&j| pattern_byte(300, j) != pattern_byte(300 - 128, j))
+            .count() as u64;
+        assert!(differ > 58, "{differ}");
+        assert_eq!(mismatches(body, 300 - 128), differ);
     }
 
     #[test]
